@@ -1,0 +1,188 @@
+"""The ``autoprofiler`` command. Each command is a thin layer over the public API."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autoprofiler.problem import LoadReport, Problem, ProblemError, load_problems
+
+app = typer.Typer(
+    help="Learn what to profile when optimizing GPU kernels.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+StoreOption = Annotated[
+    Path, typer.Option("--store", help="SQLite store file (results are cached there).")
+]
+DEFAULT_STORE = Path(".autoprofiler/store.sqlite")
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one red line and leave with ``code``."""
+    errors.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+def _levels_ids(levels: str | None, ids: str | None) -> tuple[list[int] | None, list[int] | None]:
+    def parse(text: str | None, what: str) -> list[int] | None:
+        if not text:
+            return None
+        values: list[int] = []
+        try:
+            for part in text.split(","):
+                if "-" in part:
+                    low, high = part.split("-")
+                    values.extend(range(int(low), int(high) + 1))
+                else:
+                    values.append(int(part))
+        except ValueError:
+            fail(f"--{what} takes numbers and ranges like 1,3,10-20, not {text!r}")
+        return values
+
+    return parse(levels, "levels"), parse(ids, "ids")
+
+
+def load_or_fail(path: Path, levels: str | None = None, ids: str | None = None) -> LoadReport:
+    """Load problems for a command, turning a bad path into one error line."""
+    level_list, id_list = _levels_ids(levels, ids)
+    try:
+        report = load_problems(path, level_list, id_list)
+    except ProblemError as exc:
+        fail(str(exc))
+    if not report.problems:
+        fail(f"{path}: no usable problems ({len(report.errors)} rejected)")
+    return report
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+
+
+@app.command()
+def problems(
+    path: Annotated[
+        Path, typer.Argument(help="A .py file, folder, KernelBench checkout or JSONL.")
+    ],
+    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
+    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+) -> None:
+    """List the problems that load from PATH, and those that fail and why."""
+    level_list, id_list = _levels_ids(levels, ids)
+    try:
+        report = load_problems(path, level_list, id_list)
+    except ProblemError as exc:
+        fail(str(exc))
+    table = Table(title=f"{len(report.problems)} problems from {path}")
+    for column in ("problem", "hash", "origin"):
+        table.add_column(column)
+    for problem in report.problems:
+        table.add_row(problem.key, problem.content_hash, problem.origin)
+    console.print(table)
+    for message in report.errors:
+        errors.print(f"[yellow]rejected:[/yellow] {message}", highlight=False)
+    if not report.problems:
+        raise typer.Exit(1)
+
+
+def _single_problem(path: Path) -> Problem:
+    report = load_or_fail(path)
+    if len(report.problems) != 1:
+        fail(f"{path}: holds {len(report.problems)} problems; name one file")
+    return report.problems[0]
+
+
+@app.command(name="eval")
+def eval_command(
+    problem: Annotated[Path, typer.Argument(help="The reference problem (.py).")],
+    candidate: Annotated[Path, typer.Argument(help="The candidate source defining ModelNew.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    trials: Annotated[int, typer.Option(help="Correctness trials with fresh inputs.")] = 5,
+    atol: Annotated[
+        float | None, typer.Option(help="Absolute tolerance (default per dtype).")
+    ] = None,
+    rtol: Annotated[
+        float | None, typer.Option(help="Relative tolerance (default per dtype).")
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
+    compile_baseline: Annotated[
+        bool, typer.Option("--compile-baseline", help="Also time torch.compile of the reference.")
+    ] = False,
+    store: StoreOption = DEFAULT_STORE,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Evaluate again.")] = False,
+) -> None:
+    """Check CANDIDATE against PROBLEM in an isolated worker and time both."""
+    from autoprofiler.evaluate import EvalConfig, evaluate
+    from autoprofiler.report.verdict import verdict_table
+    from autoprofiler.store import Store, StoreError
+
+    reference = _single_problem(problem)
+    try:
+        source = candidate.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{candidate}: cannot read: {exc}")
+    config = EvalConfig(
+        device=device,
+        correctness_trials=trials,
+        atol=atol,
+        rtol=rtol,
+        time_compile_baseline=compile_baseline,
+    )
+    try:
+        with Store(store) as db:
+            result = evaluate(reference, source, config, store=db, use_cache=not no_cache)
+    except StoreError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(result.to_json())
+    else:
+        console.print(verdict_table(reference.key, candidate.name, result))
+    raise typer.Exit(0 if result.correct else 1)
+
+
+@app.command()
+def baselines(
+    path: Annotated[Path, typer.Argument(help="Problems: file, folder, KernelBench or JSONL.")],
+    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
+    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+    device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
+    store: StoreOption = DEFAULT_STORE,
+    output: Annotated[Path | None, typer.Option("-o", help="Write the results as JSON.")] = None,
+) -> None:
+    """Time eager and torch.compile for each problem and check the compiled one is correct."""
+    from autoprofiler.evaluate import EvalConfig, evaluate
+    from autoprofiler.evaluate.baselines import compiled_candidate
+    from autoprofiler.report.verdict import results_table
+
+    report = load_or_fail(path, levels, ids)
+    config = EvalConfig(device=device)
+    rows = []
+    from autoprofiler.store import Store
+
+    with Store(store) as db:
+        for problem in report.problems:
+            with console.status(f"{problem.key}: torch.compile vs eager"):
+                result = evaluate(problem, compiled_candidate(problem), config, store=db)
+            rows.append((problem.key, result))
+    console.print(results_table("torch.compile vs eager", rows))
+    if output:
+        output.write_text(
+            json.dumps([{"problem": k, **r.to_dict()} for k, r in rows], indent=1),
+            encoding="utf-8",
+        )

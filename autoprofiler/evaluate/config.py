@@ -1,0 +1,59 @@
+"""How a candidate is judged: tolerances, trials and time limits."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from autoprofiler.store import content_key
+
+# KernelBench's current per-dtype tolerances (atol = rtol).
+DEFAULT_TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation settings. ``atol``/``rtol`` override the per-dtype defaults when set.
+
+    ``device`` is ``"auto"`` (CUDA when available, else CPU), ``"cuda"`` or ``"cpu"``.
+    ``timing_budget_ms`` is the time spent timing each callable; the number of trials is derived
+    from a quick estimate and clamped to ``[min_timing_trials, max_timing_trials]``.
+    """
+
+    device: str = "auto"
+    correctness_trials: int = 5
+    seed: int = 42
+    atol: float | None = None
+    rtol: float | None = None
+    tolerances: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    warmup_ms: float = 25.0
+    timing_budget_ms: float = 200.0
+    min_timing_trials: int = 10
+    max_timing_trials: int = 200
+    flush_l2: bool = True
+    time_compile_baseline: bool = False
+    compile_timeout_s: float = 300.0
+    run_timeout_s: float = 300.0
+    memory_limit_gb: float | None = None
+
+    def tolerance_for(self, dtype_name: str) -> tuple[float, float]:
+        """(atol, rtol) for an output dtype such as ``"float32"``."""
+        default = self.tolerances.get(dtype_name, self.tolerances.get("float32", 1e-4))
+        return (
+            self.atol if self.atol is not None else default,
+            self.rtol if self.rtol is not None else default,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> EvalConfig:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of the settings that change a verdict (time limits excluded)."""
+        data = self.to_dict()
+        for key in ("compile_timeout_s", "run_timeout_s", "memory_limit_gb"):
+            data.pop(key)
+        return content_key(data)[:16]

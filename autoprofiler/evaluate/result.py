@@ -1,0 +1,119 @@
+"""Evaluation results as plain data: what happened to one candidate on one problem."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class FailureKind(str, Enum):
+    """Why a candidate did not produce a usable, correct result."""
+
+    SYNTAX_ERROR = "syntax_error"
+    MISSING_MODELNEW = "missing_modelnew"
+    BUILD_ERROR = "build_error"
+    RUNTIME_ERROR = "runtime_error"
+    CUDA_ERROR = "cuda_error"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    KILLED_BY_SIGNAL = "killed_by_signal"
+    WRONG_SHAPE = "wrong_shape"
+    WRONG_VALUES = "wrong_values"
+    CHEAT = "cheat"
+    REFERENCE_ERROR = "reference_error"
+
+
+@dataclass
+class TimingStats:
+    """Timings of repeated calls, in milliseconds."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    p25_ms: float
+    p75_ms: float
+    trials: int
+    timer: str
+
+    @property
+    def spread(self) -> float:
+        """Interquartile ratio p75/p25: 1.0 means perfectly repeatable."""
+        return self.p75_ms / self.p25_ms if self.p25_ms > 0 else float("inf")
+
+
+@dataclass
+class Finding:
+    """A named suspicion about a candidate (a possible reward hack), with its evidence."""
+
+    name: str
+    detail: str
+    severity: str = "flag"  # "flag" reports it; "reject" makes the candidate fail
+
+
+@dataclass
+class EvalResult:
+    """The verdict on one candidate for one problem on one device under one configuration."""
+
+    problem_hash: str
+    candidate_hash: str
+    device: str = ""
+    timer: str = ""
+    torch_version: str = ""
+    compiled: bool = False
+    correct: bool = False
+    failure_kind: FailureKind | None = None
+    failure_message: str = ""
+    max_abs_diff: float | None = None
+    mean_abs_diff: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    correctness_trials: int = 0
+    reference: TimingStats | None = None
+    candidate: TimingStats | None = None
+    compiled_reference: TimingStats | None = None
+    findings: list[Finding] = field(default_factory=list)
+    wall_s: float = 0.0
+    timed_s: float = 0.0
+    from_cache: bool = False
+
+    @property
+    def speedup(self) -> float | None:
+        """Eager reference median over candidate median, when both were timed and correct."""
+        if not self.correct or self.reference is None or self.candidate is None:
+            return None
+        return self.reference.median_ms / self.candidate.median_ms
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        if not self.correct or self.compiled_reference is None or self.candidate is None:
+            return None
+        return self.compiled_reference.median_ms / self.candidate.median_ms
+
+    @property
+    def harness_overhead_s(self) -> float:
+        """Wall time of the evaluation outside the timed trials."""
+        return self.wall_s - self.timed_s
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["failure_kind"] = self.failure_kind.value if self.failure_kind else None
+        data["speedup"] = self.speedup
+        data["speedup_vs_compile"] = self.speedup_vs_compile
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        kind = fields.get("failure_kind")
+        fields["failure_kind"] = FailureKind(kind) if kind else None
+        for name in ("reference", "candidate", "compiled_reference"):
+            if fields.get(name) is not None:
+                fields[name] = TimingStats(**fields[name])
+        fields["findings"] = [Finding(**f) for f in fields.get("findings", [])]
+        return cls(**fields)

@@ -1,0 +1,276 @@
+"""``evaluate()``: judge a candidate in a spawned worker with time limits and a hard kill."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from autoprofiler.evaluate.config import EvalConfig
+from autoprofiler.evaluate.result import EvalResult, FailureKind
+from autoprofiler.problem import Problem, source_hash
+from autoprofiler.store import Store, content_key
+
+log = logging.getLogger(__name__)
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+LOG_TAIL_LINES = 6
+
+
+def default_work_root() -> Path:
+    """Where candidate folders and extension builds live (``AUTOPROFILER_HOME`` overrides)."""
+    base = os.environ.get("AUTOPROFILER_HOME") or Path(tempfile.gettempdir()) / "autoprofiler"
+    return Path(base)
+
+
+_device_cache: dict[str, str] = {}
+
+
+def device_name(device: str) -> str:
+    """The label results are cached under: ``cuda:<GPU name>`` or ``cpu``."""
+    if device not in _device_cache:
+        import torch
+
+        use_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        _device_cache[device] = f"cuda:{torch.cuda.get_device_name(0)}" if use_cuda else "cpu"
+    return _device_cache[device]
+
+
+def evaluation_key(problem: Problem, candidate_hash: str, config: EvalConfig) -> str:
+    import torch
+
+    return content_key(
+        problem.content_hash,
+        candidate_hash,
+        device_name(config.device),
+        config.config_hash,
+        torch.__version__,
+    )
+
+
+def evaluate(
+    problem: Problem,
+    candidate_source: str,
+    config: EvalConfig | None = None,
+    *,
+    store: Store | None = None,
+    use_cache: bool = True,
+    work_root: Path | None = None,
+) -> EvalResult:
+    """Check and time ``candidate_source`` (defining ``ModelNew``) against ``problem``.
+
+    The candidate runs in a fresh worker process. Whatever it does (raise, crash, hang, exhaust
+    memory) ends as a failed ``EvalResult``; the caller never crashes or hangs. With a store,
+    a result for the same problem, candidate, device and configuration is reused.
+    """
+    config = config or EvalConfig()
+    candidate_hash = source_hash(candidate_source)
+    key = evaluation_key(problem, candidate_hash, config)
+    if store is not None and use_cache:
+        cached = store.get_evaluation(key)
+        if cached is not None:
+            result = EvalResult.from_dict(cached)
+            result.from_cache = True
+            return result
+    work_dir = (work_root or default_work_root()) / "candidates" / candidate_hash
+    work_dir.mkdir(parents=True, exist_ok=True)
+    candidate_path = work_dir / "candidate.py"
+    candidate_path.write_text(candidate_source, encoding="utf-8")
+    compile_baseline = _cached_compile_baseline(store, problem, config)
+    result = _run_worker(
+        problem, candidate_hash, candidate_path, config, work_dir, compile_baseline is None
+    )
+    if compile_baseline is not None:
+        result.compiled_reference = compile_baseline
+    if store is not None:
+        store.put_problem(problem)
+        store.put_candidate(candidate_hash, problem.content_hash, candidate_source, "user")
+        store.put_evaluation(
+            key,
+            problem.content_hash,
+            candidate_hash,
+            result.device or device_name(config.device),
+            config.config_hash,
+            result.to_dict(),
+        )
+        _store_baselines(store, problem, config, result)
+    return result
+
+
+def _baseline_key(problem: Problem, config: EvalConfig, kind: str) -> str:
+    import torch
+
+    return content_key(
+        problem.content_hash,
+        device_name(config.device),
+        torch.__version__,
+        config.config_hash,
+        kind,
+    )
+
+
+def _cached_compile_baseline(store: Store | None, problem: Problem, config: EvalConfig):
+    if store is None or not config.time_compile_baseline:
+        return None
+    cached = store.get_baseline(_baseline_key(problem, config, "compile"))
+    if cached is None:
+        return None
+    from autoprofiler.evaluate.result import TimingStats
+
+    return TimingStats(**cached)
+
+
+def _store_baselines(store: Store, problem: Problem, config: EvalConfig, result: EvalResult):
+    from dataclasses import asdict
+
+    device = result.device or device_name(config.device)
+    for kind, stats in (("eager", result.reference), ("compile", result.compiled_reference)):
+        if stats is not None:
+            store.put_baseline(
+                _baseline_key(problem, config, kind),
+                problem.content_hash,
+                device,
+                kind,
+                asdict(stats),
+            )
+
+
+def _run_worker(
+    problem: Problem,
+    candidate_hash: str,
+    candidate_path: Path,
+    config: EvalConfig,
+    work_dir: Path,
+    time_compile_baseline: bool,
+) -> EvalResult:
+    began = time.perf_counter()
+    result_path = work_dir / f"result-{os.getpid()}-{time.monotonic_ns()}.json"
+    job_path = work_dir / "job.json"
+    read_fd, write_fd = os.pipe()
+    job = {
+        "problem_source": problem.source,
+        "problem_hash": problem.content_hash,
+        "candidate_hash": candidate_hash,
+        "candidate_path": str(candidate_path),
+        "config": config.to_dict(),
+        "result_path": str(result_path),
+        "status_fd": write_fd,
+        "time_compile_baseline": time_compile_baseline and config.time_compile_baseline,
+    }
+    job_path.write_text(json.dumps(job), encoding="utf-8")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(work_dir / "torch_extensions"))
+    env.setdefault("TRITON_CACHE_DIR", str(work_dir / "triton_cache"))
+    log_path = work_dir / "worker.log"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "autoprofiler.evaluate.worker", str(job_path)],
+            cwd=work_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,
+        )
+    os.close(write_fd)
+    try:
+        timed_out_in = _watch(process, read_fd, config)
+    finally:
+        os.close(read_fd)
+        _kill_group(process)
+    result = _read_result(result_path, problem, candidate_hash)
+    if result is None:
+        result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
+        result.failure_kind, result.failure_message = _classify_death(
+            process.returncode, timed_out_in, config, _log_tail(log_path)
+        )
+        result.compiled = timed_out_in == "run"
+    result.wall_s = time.perf_counter() - began
+    return result
+
+
+def _watch(process: subprocess.Popen, read_fd: int, config: EvalConfig) -> str | None:
+    """Follow the worker's phases; return the phase that ran past its limit, or None."""
+    phase = "compile"
+    deadline = time.monotonic() + config.compile_timeout_s
+    buffer = b""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            log.warning("candidate timed out in phase %s; killing the worker", phase)
+            return phase
+        ready, _, _ = select.select([read_fd], [], [], min(remaining, 1.0))
+        if ready:
+            chunk = os.read(read_fd, 4096)
+            if not chunk:  # the worker closed the pipe: it has ended
+                process.wait()
+                return None
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line == b"run" and phase == "compile":
+                    phase = "run"
+                    deadline = time.monotonic() + config.run_timeout_s
+                elif line == b"done":
+                    process.wait()
+                    return None
+        elif process.poll() is not None:
+            return None
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """Kill the worker's whole session: the worker and anything the candidate started."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _read_result(path: Path, problem: Problem, candidate_hash: str) -> EvalResult | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    finally:
+        path.unlink(missing_ok=True)
+    return EvalResult.from_dict(data)
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:] if line.strip())[:600]
+
+
+def _classify_death(
+    returncode: int | None, timed_out_in: str | None, config: EvalConfig, tail: str
+) -> tuple[FailureKind, str]:
+    if timed_out_in is not None:
+        limit = config.compile_timeout_s if timed_out_in == "compile" else config.run_timeout_s
+        return FailureKind.TIMEOUT, f"no progress in the {timed_out_in} phase within {limit:g} s"
+    lowered = tail.lower()
+    if "out of memory" in lowered or "memoryerror" in lowered:
+        return FailureKind.OUT_OF_MEMORY, tail or "the worker ran out of memory"
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        return FailureKind.KILLED_BY_SIGNAL, f"worker killed by {name}" + (
+            f": {tail}" if tail else ""
+        )
+    if "cuda error" in lowered or "illegal memory access" in lowered:
+        return FailureKind.CUDA_ERROR, tail
+    return (
+        FailureKind.RUNTIME_ERROR,
+        f"worker exited with code {returncode} before giving a verdict"
+        + (f": {tail}" if tail else ""),
+    )

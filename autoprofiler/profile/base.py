@@ -1,0 +1,176 @@
+"""The profiling plug-in point: metric groups, the profiles they fill, the Profiler interface."""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autoprofiler.problem import Problem
+
+PROFILE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MetricGroup:
+    """A named set of metrics that one profiler collects together, with its typical cost.
+
+    ``sections`` are Nsight Compute section identifiers, ``metrics`` explicit metric names;
+    ``cost_s`` and ``replay_passes`` are the catalogue's typical marginal cost per problem
+    (start-up excluded), measured on the device named in the catalogue.
+    """
+
+    name: str
+    profiler: str
+    description: str
+    sections: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    cost_s: float = 0.0
+    replay_passes: int = 0
+    composite_of: tuple[str, ...] = ()
+
+
+@dataclass
+class MetricValue:
+    """One number with its unit and the group it came from."""
+
+    value: float
+    unit: str = ""
+    group: str = ""
+
+
+@dataclass
+class KernelSummary:
+    """One GPU kernel seen while profiling: its name, duration and a few metrics of its own."""
+
+    name: str
+    duration_ns: float
+    count: int = 1
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class GroupCost:
+    """What collecting one group cost for one problem."""
+
+    seconds: float
+    replay_passes: int = 0
+
+
+@dataclass
+class SkippedGroup:
+    group: str
+    reason: str
+
+
+@dataclass
+class Profile:
+    """Metric values collected so far for one problem, where each came from, and what it cost.
+
+    ``metrics`` maps a metric name (an ncu metric, or ``static.*`` / ``torch.*`` features) to its
+    duration-weighted aggregate over the profiled kernels. ``cost_s`` is the total profiler wall
+    time charged, start-up included; ``startup_s`` is the part of it that was start-up.
+    """
+
+    problem_hash: str
+    device: str = ""
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
+    kernels: list[KernelSummary] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    group_costs: dict[str, GroupCost] = field(default_factory=dict)
+    skipped: list[SkippedGroup] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    startup_s: float = 0.0
+    cost_s: float = 0.0
+    replay_passes: int = 0
+
+    def value(self, name: str) -> float | None:
+        """The value of ``name`` or None when it was not collected (or is not a number)."""
+        entry = self.metrics.get(name)
+        if entry is None or not isinstance(entry.value, (int, float)) or math.isnan(entry.value):
+            return None
+        return float(entry.value)
+
+    def merge(self, other: Profile) -> Profile:
+        """A new profile holding both profiles' metrics and costs (``other`` wins on clashes)."""
+        merged = Profile.from_dict(self.to_dict())
+        merged.device = other.device or self.device
+        merged.metrics.update(other.metrics)
+        known = {k.name for k in merged.kernels}
+        merged.kernels.extend(k for k in other.kernels if k.name not in known)
+        merged.groups.extend(g for g in other.groups if g not in merged.groups)
+        merged.group_costs.update(other.group_costs)
+        merged.skipped.extend(other.skipped)
+        merged.startup_s += other.startup_s
+        merged.cost_s += other.cost_s
+        merged.replay_passes += other.replay_passes
+        return merged
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["schema_version"] = PROFILE_SCHEMA_VERSION
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        version = data.get("schema_version", PROFILE_SCHEMA_VERSION)
+        if version != PROFILE_SCHEMA_VERSION:
+            raise ValueError(f"profile schema version {version} is not {PROFILE_SCHEMA_VERSION}")
+        return cls(
+            problem_hash=data["problem_hash"],
+            device=data.get("device", ""),
+            metrics={k: MetricValue(**v) for k, v in data.get("metrics", {}).items()},
+            kernels=[KernelSummary(**k) for k in data.get("kernels", [])],
+            groups=list(data.get("groups", [])),
+            group_costs={k: GroupCost(**v) for k, v in data.get("group_costs", {}).items()},
+            skipped=[SkippedGroup(**s) for s in data.get("skipped", [])],
+            path=list(data.get("path", [])),
+            startup_s=data.get("startup_s", 0.0),
+            cost_s=data.get("cost_s", 0.0),
+            replay_passes=data.get("replay_passes", 0),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Profile:
+        return cls.from_dict(json.loads(text))
+
+
+class ProfilerError(RuntimeError):
+    """A profiler could not run; the message is one line saying why and what to do."""
+
+
+class Profiler(ABC):
+    """Collects metric groups for a problem.
+
+    Contract: ``collect`` runs every group it is given in as few profiler invocations as it can
+    (one where possible), charges start-up once per invocation, and returns a ``Profile`` whose
+    ``cost_s`` is the wall time really spent. It raises ``ProfilerError`` with a one-line
+    message when the profiler cannot run at all.
+    """
+
+    name: str = "profiler"
+
+    @abstractmethod
+    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+        """Collect ``groups`` for ``problem``."""
+
+    def estimate_cost_s(self, problem: Problem, groups: Sequence[MetricGroup]) -> float:
+        """Expected seconds for one ``collect(problem, groups)`` call, start-up included.
+
+        The default charges the start-up once plus each group's catalogue cost; profilers that
+        know the measured cost for this problem (a recording) override it.
+        """
+        if not groups:
+            return 0.0
+        return self.estimated_startup_s() + sum(g.cost_s for g in groups)
+
+    def estimated_startup_s(self) -> float:
+        """Typical start-up cost of one invocation, charged before any group."""
+        return 0.0

@@ -1,0 +1,237 @@
+"""The SQLite store: problems, candidates, evaluations, baselines and recorded profiles.
+
+Contract: every record is keyed by content hashes of what produced it, written once and never
+changed (``INSERT OR IGNORE``), so a repeated question is answered from the store and a killed
+run loses at most the record it was writing. The database runs in WAL mode; one process writes
+(the driver), any number may read. Records are stored as JSON text beside their key columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from autoprofiler.problem import Problem
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS problems (
+    hash TEXT PRIMARY KEY, name TEXT NOT NULL, level INTEGER, problem_id INTEGER,
+    origin TEXT, source TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS candidates (
+    hash TEXT PRIMARY KEY, problem_hash TEXT NOT NULL, producer TEXT NOT NULL,
+    profile_hash TEXT, source TEXT NOT NULL, info TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS evaluations (
+    key TEXT PRIMARY KEY, problem_hash TEXT NOT NULL, candidate_hash TEXT NOT NULL,
+    device TEXT NOT NULL, config_hash TEXT NOT NULL, result TEXT NOT NULL,
+    created REAL NOT NULL DEFAULT (julianday('now')));
+CREATE TABLE IF NOT EXISTS baselines (
+    key TEXT PRIMARY KEY, problem_hash TEXT NOT NULL, device TEXT NOT NULL,
+    kind TEXT NOT NULL, result TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS profile_records (
+    problem_hash TEXT NOT NULL, device TEXT NOT NULL, grp TEXT NOT NULL, profile TEXT NOT NULL,
+    PRIMARY KEY (problem_hash, device, grp));
+CREATE TABLE IF NOT EXISTS kv (
+    space TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (space, key));
+"""
+
+
+def content_key(*parts: Any) -> str:
+    """A stable 32-hex-digit key for any JSON-serialisable parts."""
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened or is not an autoprofiler store."""
+
+
+class Store:
+    """An autoprofiler SQLite store at ``path`` (``":memory:"`` for a throw-away one)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            self._check_version()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable autoprofiler store: {exc}") from None
+        self._lock = threading.Lock()
+
+    def _check_version(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            with self._db:
+                self._db.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: store schema {row[0]} is not {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, sql: str, params: tuple) -> None:
+        with self._lock, self._db:
+            self._db.execute(sql, params)
+
+    def _one(self, sql: str, params: tuple) -> Any:
+        with self._lock:
+            row = self._db.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def integrity_ok(self) -> bool:
+        """True when SQLite's integrity check passes."""
+        return self._one("PRAGMA integrity_check", ()) == "ok"
+
+    # problems -------------------------------------------------------------------------------
+    def put_problem(self, problem: Problem) -> str:
+        self._write(
+            "INSERT OR IGNORE INTO problems VALUES (?,?,?,?,?,?)",
+            (
+                problem.content_hash,
+                problem.name,
+                problem.level,
+                problem.problem_id,
+                problem.origin,
+                problem.source,
+            ),
+        )
+        return problem.content_hash
+
+    def get_problem(self, problem_hash: str) -> Problem | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT name, source, origin, level, problem_id FROM problems WHERE hash=?",
+                (problem_hash,),
+            ).fetchone()
+        if row is None:
+            return None
+        return Problem(name=row[0], source=row[1], origin=row[2], level=row[3], problem_id=row[4])
+
+    # candidates -----------------------------------------------------------------------------
+    def put_candidate(
+        self,
+        candidate_hash: str,
+        problem_hash: str,
+        source: str,
+        producer: str,
+        profile_hash: str | None = None,
+        info: dict | None = None,
+    ) -> None:
+        self._write(
+            "INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?,?)",
+            (
+                candidate_hash,
+                problem_hash,
+                producer,
+                profile_hash,
+                source,
+                json.dumps(info or {}, sort_keys=True),
+            ),
+        )
+
+    def get_candidate_source(self, candidate_hash: str) -> str | None:
+        return self._one("SELECT source FROM candidates WHERE hash=?", (candidate_hash,))
+
+    # evaluations ----------------------------------------------------------------------------
+    def put_evaluation(
+        self,
+        key: str,
+        problem_hash: str,
+        candidate_hash: str,
+        device: str,
+        config_hash: str,
+        result: dict,
+    ) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO evaluations (key, problem_hash, candidate_hash, device,"
+            " config_hash, result) VALUES (?,?,?,?,?,?)",
+            (key, problem_hash, candidate_hash, device, config_hash, json.dumps(result)),
+        )
+
+    def get_evaluation(self, key: str) -> dict | None:
+        text = self._one("SELECT result FROM evaluations WHERE key=?", (key,))
+        return None if text is None else json.loads(text)
+
+    def count(self, table: str) -> int:
+        if table not in {"problems", "candidates", "evaluations", "baselines", "profile_records"}:
+            raise ValueError(f"unknown table {table!r}")
+        return int(self._one(f"SELECT COUNT(*) FROM {table}", ()))
+
+    # baselines ------------------------------------------------------------------------------
+    def put_baseline(self, key: str, problem_hash: str, device: str, kind: str, result: dict):
+        self._write(
+            "INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
+            (key, problem_hash, device, kind, json.dumps(result)),
+        )
+
+    def get_baseline(self, key: str) -> dict | None:
+        text = self._one("SELECT result FROM baselines WHERE key=?", (key,))
+        return None if text is None else json.loads(text)
+
+    # recorded profiles ----------------------------------------------------------------------
+    def put_profile_record(self, problem_hash: str, device: str, group: str, profile: dict):
+        """Record one group's real profile of one problem on one device (kept if present)."""
+        self._write(
+            "INSERT OR IGNORE INTO profile_records VALUES (?,?,?,?)",
+            (problem_hash, device, group, json.dumps(profile, sort_keys=True)),
+        )
+
+    def get_profile_records(self, problem_hash: str, device: str | None = None) -> dict:
+        """``{group: profile dict}`` recorded for a problem (on ``device`` when given)."""
+        sql = "SELECT grp, profile FROM profile_records WHERE problem_hash=?"
+        params: tuple = (problem_hash,)
+        if device is not None:
+            sql += " AND device=?"
+            params += (device,)
+        with self._lock:
+            rows = self._db.execute(sql, params).fetchall()
+        return {group: json.loads(text) for group, text in rows}
+
+    def has_profile_record(self, problem_hash: str, device: str, group: str) -> bool:
+        return (
+            self._one(
+                "SELECT 1 FROM profile_records WHERE problem_hash=? AND device=? AND grp=?",
+                (problem_hash, device, group),
+            )
+            is not None
+        )
+
+    def iter_profile_records(self) -> Iterator[tuple[str, str, str, dict]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT problem_hash, device, grp, profile FROM profile_records"
+                " ORDER BY problem_hash, device, grp"
+            ).fetchall()
+        for problem_hash, device, group, text in rows:
+            yield problem_hash, device, group, json.loads(text)
+
+    # generic content-keyed cache (LLM replies, rewriter candidates, ...) --------------------
+    def put(self, space: str, key: str, value: Any) -> None:
+        self._write("INSERT OR REPLACE INTO kv VALUES (?,?,?)", (space, key, json.dumps(value)))
+
+    def get(self, space: str, key: str) -> Any | None:
+        text = self._one("SELECT value FROM kv WHERE space=? AND key=?", (space, key))
+        return None if text is None else json.loads(text)

@@ -1,0 +1,278 @@
+"""The evaluator on the CPU: each candidate ends in the right verdict and the caller lives on."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from autoprofiler.evaluate import EvalConfig, FailureKind, evaluate
+from autoprofiler.evaluate.baselines import compiled_candidate, reference_as_candidate
+from autoprofiler.store import Store
+
+FAST = EvalConfig(
+    device="cpu",
+    correctness_trials=3,
+    timing_budget_ms=20,
+    warmup_ms=2,
+    min_timing_trials=5,
+    compile_timeout_s=60,
+    run_timeout_s=30,
+)
+
+HEADER = "import torch\nimport torch.nn as nn\n"
+
+
+def candidate(body: str) -> str:
+    return HEADER + textwrap.dedent(body)
+
+
+CORRECT = candidate(
+    """
+    class ModelNew(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(features, features))
+
+        def forward(self, x):
+            return torch.clamp(torch.mm(x, self.weight), min=0) * 2
+    """
+)
+
+
+def test_correct_candidate_passes_and_is_timed(scale_problem):
+    result = evaluate(scale_problem, CORRECT, FAST)
+    assert result.correct, result.failure_message
+    assert result.failure_kind is None
+    assert result.correctness_trials == 3
+    assert result.timer == "perf_counter" and result.device == "cpu"
+    assert result.reference.trials >= 5 and result.candidate.trials >= 5
+    assert result.speedup > 0
+    assert result.max_abs_diff < 1e-4
+    assert result.atol == 1e-4
+    assert 0 < result.timed_s < result.wall_s
+
+
+def test_wrong_values_report_the_difference(scale_problem):
+    wrong = CORRECT.replace("* 2", "* 2.01")
+    result = evaluate(scale_problem, wrong, FAST)
+    assert not result.correct
+    assert result.failure_kind is FailureKind.WRONG_VALUES
+    assert result.max_abs_diff > 1e-4
+    assert "max abs diff" in result.failure_message
+
+
+def test_loose_tolerance_accepts_small_error(scale_problem):
+    slightly_off = CORRECT.replace("* 2", "* 2.001")
+    strict = evaluate(scale_problem, slightly_off, FAST)
+    loose = evaluate(
+        scale_problem, slightly_off, EvalConfig(**{**FAST.to_dict(), "atol": 1e-2, "rtol": 1e-2})
+    )
+    assert not strict.correct and loose.correct
+    assert loose.atol == 1e-2
+
+
+def test_wrong_shape(scale_problem):
+    result = evaluate(scale_problem, CORRECT.replace(" * 2\n", "[:, :5] * 2\n"), FAST)
+    assert result.failure_kind is FailureKind.WRONG_SHAPE
+    assert "shape" in result.failure_message
+
+
+SEGFAULT = candidate(
+    """
+    import ctypes
+
+    class ModelNew(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+
+        def forward(self, x):
+            return ctypes.string_at(0)
+    """
+)
+
+HANG = candidate(
+    """
+    class ModelNew(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+
+        def forward(self, x):
+            while True:
+                pass
+    """
+)
+
+
+def test_segfault_is_a_failed_result(scale_problem):
+    result = evaluate(scale_problem, SEGFAULT, FAST)
+    assert result.failure_kind is FailureKind.KILLED_BY_SIGNAL
+    assert "SIGSEGV" in result.failure_message
+
+
+def test_hang_is_killed_at_the_limit(scale_problem):
+    config = EvalConfig(**{**FAST.to_dict(), "compile_timeout_s": 8})
+    result = evaluate(scale_problem, HANG, config)
+    assert result.failure_kind is FailureKind.TIMEOUT
+    assert result.wall_s < 30
+
+
+def test_hang_after_first_call_uses_the_run_limit(scale_problem):
+    hang_later = candidate(
+        """
+        class ModelNew(nn.Module):
+            calls = 0
+
+            def __init__(self, features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(features, features))
+
+            def forward(self, x):
+                ModelNew.calls += 1
+                while ModelNew.calls > 1:
+                    pass
+                return torch.relu(x @ self.weight) * 2
+        """
+    )
+    config = EvalConfig(**{**FAST.to_dict(), "run_timeout_s": 4})
+    result = evaluate(scale_problem, hang_later, config)
+    assert result.failure_kind is FailureKind.TIMEOUT
+    assert "run phase" in result.failure_message
+    assert result.compiled
+
+
+@pytest.mark.parametrize(
+    ("source", "kind", "words"),
+    [
+        (
+            candidate("import not_a_module_anywhere\nclass ModelNew(nn.Module):\n    pass\n"),
+            FailureKind.BUILD_ERROR,
+            "not_a_module_anywhere",
+        ),
+        (
+            candidate("class Other(nn.Module):\n    pass\n"),
+            FailureKind.MISSING_MODELNEW,
+            "ModelNew",
+        ),
+        (candidate("class ModelNew(nn.Module:\n    pass\n"), FailureKind.SYNTAX_ERROR, "line"),
+        (
+            candidate(
+                """
+            class ModelNew(nn.Module):
+                def __init__(self, features):
+                    super().__init__()
+
+                def forward(self, x):
+                    raise RuntimeError("kernel launch failed on purpose")
+            """
+            ),
+            FailureKind.RUNTIME_ERROR,
+            "on purpose",
+        ),
+        (
+            candidate(
+                """
+            import os
+
+            class ModelNew(nn.Module):
+                def __init__(self, features):
+                    super().__init__()
+
+                def forward(self, x):
+                    os._exit(3)
+            """
+            ),
+            FailureKind.RUNTIME_ERROR,
+            "code 3",
+        ),
+    ],
+    ids=["import_error", "no_modelnew", "syntax_error", "raises", "os_exit"],
+)
+def test_broken_candidates(scale_problem, source, kind, words):
+    result = evaluate(scale_problem, source, FAST)
+    assert not result.correct
+    assert result.failure_kind is kind, result.failure_message
+    assert words in result.failure_message
+
+
+def test_input_mutation_cannot_fool_the_reference(scale_problem):
+    mutating = candidate(
+        """
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(features, features))
+
+            def forward(self, x):
+                out = torch.relu(x @ self.weight) * 2
+                x.zero_()
+                return out
+        """
+    )
+    result = evaluate(scale_problem, mutating, FAST)
+    assert result.correct  # the reference ran on its own copy of the inputs
+    assert any(f.name == "mutates_inputs" for f in result.findings)
+
+
+def test_cached_output_is_caught(scale_problem):
+    caching = candidate(
+        """
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(features, features))
+                self.cache = {}
+
+            def forward(self, x):
+                key = tuple(x.shape)
+                if key not in self.cache:
+                    self.cache[key] = torch.relu(x @ self.weight) * 2
+                return self.cache[key]
+        """
+    )
+    result = evaluate(scale_problem, caching, FAST)
+    assert not result.correct
+    assert result.failure_kind is FailureKind.WRONG_VALUES
+    assert any(f.name == "constant_output" for f in result.findings)
+
+
+def test_returned_input_is_flagged():
+    from autoprofiler.problem import problem_from_source
+
+    identity = problem_from_source(
+        HEADER + "class Model(nn.Module):\n    def forward(self, x):\n        return x.clone()\n"
+        "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n",
+        "identity",
+        "<test>",
+    )
+    lazy = candidate("class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    result = evaluate(identity, lazy, FAST)
+    assert any(f.name == "returns_input" for f in result.findings)
+
+
+def test_reference_renamed_is_about_as_fast(scale_problem):
+    result = evaluate(scale_problem, reference_as_candidate(scale_problem), FAST)
+    assert result.correct
+    assert 0.2 < result.speedup < 5
+
+
+def test_store_caches_results(scale_problem, tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        first = evaluate(scale_problem, CORRECT, FAST, store=store)
+        second = evaluate(scale_problem, CORRECT, FAST, store=store)
+        again = evaluate(scale_problem, CORRECT, FAST, store=store, use_cache=False)
+        assert not first.from_cache and second.from_cache and not again.from_cache
+        assert second.candidate.median_ms == first.candidate.median_ms
+        assert store.count("evaluations") == 1 and store.count("candidates") == 1
+
+
+@pytest.mark.slow
+def test_torch_compile_candidate_on_cpu(scale_problem, tmp_path):
+    config = EvalConfig(
+        **{**FAST.to_dict(), "time_compile_baseline": True, "compile_timeout_s": 240}
+    )
+    with Store(tmp_path / "s.sqlite") as store:
+        result = evaluate(scale_problem, compiled_candidate(scale_problem), config, store=store)
+        assert result.correct, result.failure_message
+        assert result.compiled_reference is not None and result.speedup_vs_compile > 0
+        assert store.count("baselines") == 2
