@@ -20,7 +20,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)
 
 StoreOption = Annotated[
     Path, typer.Option("--store", help="SQLite store file (results are cached there).")
@@ -186,3 +186,12 @@ def baselines(
             json.dumps([{"problem": k, **r.to_dict()} for k, r in rows], indent=1),
             encoding="utf-8",
         )
+
+
+def _mount_subcommands() -> None:
+    from autoprofiler.tree.cli import tree_app
+
+    app.add_typer(tree_app, name="tree", help="Show, check and draw profiling trees.")
+
+
+_mount_subcommands()

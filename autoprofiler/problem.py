@@ -142,7 +142,7 @@ def _collect(loaders: Iterable[Callable[[], Problem]]) -> LoadReport:
         try:
             report.problems.append(make())
         except ProblemError as exc:
-            log.warning("%s", exc)
+            log.info("rejected %s", exc)
             report.errors.append(str(exc))
     return report
 
@@ -215,11 +215,8 @@ def _load_jsonl(path: Path, levels: Sequence[int] | None, ids: Sequence[int] | N
             if not _id_filter(ids, problem_id):
                 continue
             jobs.append(
-                (
-                    origin,
-                    lambda s=source, n=name, o=origin, lv=level, pid=problem_id: (
-                        problem_from_source(s, n, o, lv, pid)
-                    ),
+                lambda s=source, n=name, o=origin, lv=level, pid=problem_id: problem_from_source(
+                    s, n, o, lv, pid
                 )
             )
     return _collect(jobs)

@@ -1,0 +1,5 @@
+"""Rewriters: a problem and its profile in, one ``ModelNew`` candidate out."""
+
+from autoprofiler.rewrite.base import Candidate, Rewriter, RewriteContext
+
+__all__ = ["Candidate", "RewriteContext", "Rewriter"]

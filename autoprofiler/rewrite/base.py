@@ -1,0 +1,65 @@
+"""The rewriting plug-in point: a problem and its profile in, one candidate out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from autoprofiler.problem import source_hash
+
+if TYPE_CHECKING:
+    from autoprofiler.problem import Problem
+    from autoprofiler.profile.base import Profile
+
+
+@dataclass(frozen=True)
+class RewriteContext:
+    """What the rewriter may assume about the target: device, tolerance, dtype policy."""
+
+    device: str = "cuda"
+    device_name: str = ""
+    atol: float = 1e-4
+    rtol: float = 1e-4
+
+
+@dataclass
+class Candidate:
+    """A ``ModelNew`` source, who produced it, and from which profile.
+
+    ``source`` is empty when the rewriter produced nothing usable; ``failure`` then says why,
+    and the candidate is recorded as a failed one rather than raised.
+    """
+
+    source: str
+    producer: str
+    profile_hash: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    failure: str = ""
+
+    @property
+    def content_hash(self) -> str:
+        return source_hash(self.source)
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.source) and not self.failure
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+class Rewriter(ABC):
+    """Turns a problem and its profile into one candidate, with exactly one attempt."""
+
+    name: str = "rewriter"
+
+    @abstractmethod
+    def rewrite(
+        self, problem: Problem, profile: Profile | None, context: RewriteContext
+    ) -> Candidate:
+        """Return one candidate; a failure to produce code is a candidate with ``failure`` set."""

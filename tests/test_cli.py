@@ -1,0 +1,92 @@
+"""The command line: one-line errors, tables, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from autoprofiler.cli import app
+
+from .conftest import SCALE_PROBLEM
+
+runner = CliRunner()
+
+
+def test_problems_lists_good_and_rejected(tmp_path: Path):
+    (tmp_path / "1_good.py").write_text(SCALE_PROBLEM)
+    (tmp_path / "2_bad.py").write_text("class Model(:\n")
+    result = runner.invoke(app, ["problems", str(tmp_path)])
+    assert result.exit_code == 0
+    assert "1_good" in result.stdout
+    assert "2_bad.py: syntax error" in result.stderr
+
+
+def test_problems_missing_path_is_one_line(tmp_path: Path):
+    result = runner.invoke(app, ["problems", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr
+
+
+def test_eval_json_and_cache(tmp_path: Path):
+    problem = tmp_path / "scale.py"
+    problem.write_text(SCALE_PROBLEM)
+    candidate = tmp_path / "cand.py"
+    candidate.write_text(SCALE_PROBLEM.replace("class Model", "class ModelNew"))
+    store = tmp_path / "s.sqlite"
+    args = [
+        "eval",
+        str(problem),
+        str(candidate),
+        "--json",
+        "--device",
+        "cpu",
+        "--store",
+        str(store),
+    ]
+    first = runner.invoke(app, [*args, "--trials", "2"])
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    assert data["correct"] and data["correctness_trials"] == 2 and not data["from_cache"]
+    second = runner.invoke(app, [*args, "--trials", "2"])
+    assert json.loads(second.stdout)["from_cache"]
+    table = runner.invoke(
+        app,
+        [
+            "eval",
+            str(problem),
+            str(candidate),
+            "--store",
+            str(store),
+            "--device",
+            "cpu",
+            "--trials",
+            "2",
+        ],
+    )
+    assert "correct" in table.stdout and "speedup" in table.stdout
+
+
+def test_eval_wrong_candidate_exits_1(tmp_path: Path):
+    problem = tmp_path / "scale.py"
+    problem.write_text(SCALE_PROBLEM)
+    candidate = tmp_path / "cand.py"
+    candidate.write_text(
+        SCALE_PROBLEM.replace("class Model", "class ModelNew").replace("* 2", "* 3")
+    )
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            str(problem),
+            str(candidate),
+            "--device",
+            "cpu",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["failure_kind"] == "wrong_values"
