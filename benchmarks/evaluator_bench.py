@@ -58,11 +58,13 @@ def measure(args: argparse.Namespace) -> None:
     report = load_problems(args.problems, levels, ids)
     done = {row["problem"] for row in read_jsonl(args.out)}
     config = EvalConfig(device="cuda")
-    deadline = time.monotonic() + args.deadline_s
+    deadline = min(
+        time.monotonic() + args.deadline_s, time.monotonic() + args.stop_at - time.time()
+    )
     for problem in report.problems:
         if problem.key in done:
             continue
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline:  # leave whole problems for a resumed run
             print(f"deadline reached before {problem.key}", flush=True)
             break
         for kind, source in (
@@ -163,7 +165,8 @@ def main() -> None:
     parser.add_argument("--ids")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("evaluator_rows.jsonl"))
-    parser.add_argument("--deadline-s", type=float, default=1e9)
+    parser.add_argument("--deadline-s", type=float, default=1e9, help="start no problem after")
+    parser.add_argument("--stop-at", type=float, default=1e12, help="...nor after this Unix time")
     parser.add_argument("--report", type=Path, help="Write the markdown table from these rows.")
     parser.add_argument("--markdown", type=Path, default=Path("docs/results/evaluator.md"))
     parser.add_argument("--command", default="", help="The measuring command, for the report.")

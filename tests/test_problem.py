@@ -90,7 +90,7 @@ def test_jsonl_rows_and_bad_rows(tmp_path: Path):
 def test_missing_path_and_empty_folder(tmp_path: Path):
     with pytest.raises(ProblemError, match="no such file"):
         load_problems(tmp_path / "nowhere")
-    with pytest.raises(ProblemError, match="no .py problem files"):
+    with pytest.raises(ProblemError, match=r"no \.py problem files"):
         load_problems(tmp_path)
 
 

@@ -1,6 +1,7 @@
 """Metric groups and the profilers that collect them."""
 
 from autoprofiler.profile.base import (
+    BatchResult,
     GroupCost,
     KernelSummary,
     MetricGroup,
@@ -10,14 +11,57 @@ from autoprofiler.profile.base import (
     ProfilerError,
     SkippedGroup,
 )
+from autoprofiler.profile.catalogue import (
+    GROUPS,
+    UnknownGroupError,
+    expand,
+    get_group,
+    group_yields,
+    metric_available,
+)
+from autoprofiler.profile.composite import CompositeProfiler, default_profiler
+from autoprofiler.profile.devices import DevicePeaks, device_key, get_device
+from autoprofiler.profile.ncu import NcuOptions, NcuProfiler
+from autoprofiler.profile.recorded import RecordedProfiler
+from autoprofiler.profile.recording import (
+    RecordingReport,
+    export_recordings,
+    import_recordings,
+    record_profiles,
+)
+from autoprofiler.profile.render import render_profile
+from autoprofiler.profile.static import StaticProfiler
+from autoprofiler.profile.torch_profiler import TorchProfiler
 
 __all__ = [
+    "GROUPS",
+    "BatchResult",
+    "CompositeProfiler",
+    "DevicePeaks",
     "GroupCost",
     "KernelSummary",
     "MetricGroup",
     "MetricValue",
+    "NcuOptions",
+    "NcuProfiler",
     "Profile",
     "Profiler",
     "ProfilerError",
+    "RecordedProfiler",
+    "RecordingReport",
     "SkippedGroup",
+    "StaticProfiler",
+    "TorchProfiler",
+    "UnknownGroupError",
+    "default_profiler",
+    "device_key",
+    "expand",
+    "export_recordings",
+    "get_device",
+    "get_group",
+    "group_yields",
+    "import_recordings",
+    "metric_available",
+    "record_profiles",
+    "render_profile",
 ]

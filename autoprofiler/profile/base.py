@@ -146,6 +146,23 @@ class ProfilerError(RuntimeError):
     """A profiler could not run; the message is one line saying why and what to do."""
 
 
+@dataclass
+class BatchResult:
+    """What collecting the same groups for several problems gave, keyed by problem hash.
+
+    Each profile's ``cost_s`` excludes start-up (``startup_s`` is 0); ``startup_s`` here is the
+    start-up one ``collect`` of one problem would pay. ``failures`` hold a one-line reason per
+    problem that failed; ``not_run`` are problems never reached (retry them).
+    """
+
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    not_run: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    startup_s: float = 0.0
+    device: str = ""
+
+
 class Profiler(ABC):
     """Collects metric groups for a problem.
 
@@ -174,3 +191,28 @@ class Profiler(ABC):
     def estimated_startup_s(self) -> float:
         """Typical start-up cost of one invocation, charged before any group."""
         return 0.0
+
+    def collect_many(
+        self, problems: Sequence[Problem], groups: Sequence[MetricGroup]
+    ) -> BatchResult:
+        """Collect ``groups`` for each problem; a problem's ``ProfilerError`` becomes a failure.
+
+        The default calls ``collect`` per problem; profilers that can serve several problems
+        in one invocation (ncu: one process, one NVTX range per problem) override it.
+        """
+        result = BatchResult()
+        startups = []
+        for problem in problems:
+            try:
+                profile = self.collect(problem, groups)
+            except ProfilerError as exc:
+                result.failures[problem.content_hash] = str(exc)
+                continue
+            result.wall_s += profile.cost_s
+            startups.append(profile.startup_s)
+            profile.cost_s = max(profile.cost_s - profile.startup_s, 0.0)
+            profile.startup_s = 0.0
+            result.device = result.device or profile.device
+            result.profiles[problem.content_hash] = profile
+        result.startup_s = sorted(startups)[len(startups) // 2] if startups else 0.0
+        return result

@@ -1,0 +1,105 @@
+"""CompositeProfiler: one Profiler over several, each serving the groups it names.
+
+Groups are dispatched by ``MetricGroup.profiler`` (``static``, ``torch``, ``ncu``); each
+sub-profiler gets all of its groups in one call (one invocation, one start-up), and the profiles
+are merged. A group whose profiler is missing is reported in ``Profile.skipped``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from autoprofiler.problem import Problem
+from autoprofiler.profile.base import (
+    BatchResult,
+    MetricGroup,
+    Profile,
+    Profiler,
+    ProfilerError,
+    SkippedGroup,
+)
+
+log = logging.getLogger(__name__)
+
+
+class CompositeProfiler(Profiler):
+    """Dispatches groups to ``profilers[group.profiler]`` and merges what they return."""
+
+    name = "composite"
+
+    def __init__(self, profilers: Mapping[str, Profiler]) -> None:
+        self.profilers = dict(profilers)
+
+    def _by_profiler(self, groups: Sequence[MetricGroup]) -> dict[str, list[MetricGroup]]:
+        split: dict[str, list[MetricGroup]] = {}
+        for group in groups:
+            split.setdefault(group.profiler, []).append(group)
+        return split
+
+    def _missing(self, kind: str, groups: list[MetricGroup]) -> list[SkippedGroup]:
+        reason = f"no {kind} profiler here"
+        return [SkippedGroup(g.name, reason) for g in groups]
+
+    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+        profile = Profile(problem_hash=problem.content_hash)
+        for kind, mine in self._by_profiler(groups).items():
+            profiler = self.profilers.get(kind)
+            if profiler is None:
+                profile.skipped.extend(self._missing(kind, mine))
+                continue
+            profile = profile.merge(profiler.collect(problem, mine))
+        return profile
+
+    def collect_many(
+        self, problems: Sequence[Problem], groups: Sequence[MetricGroup]
+    ) -> BatchResult:
+        """One ``collect_many`` per sub-profiler; profiles of one problem are merged."""
+        result = BatchResult()
+        for kind, mine in self._by_profiler(groups).items():
+            profiler = self.profilers.get(kind)
+            if profiler is None:
+                raise ProfilerError(
+                    f"no {kind} profiler here for {', '.join(g.name for g in mine)}"
+                )
+            part = profiler.collect_many(problems, mine)
+            for key, profile in part.profiles.items():
+                known = result.profiles.get(key)
+                result.profiles[key] = profile if known is None else known.merge(profile)
+            result.failures |= part.failures
+            result.not_run += [k for k in part.not_run if k not in result.not_run]
+            result.wall_s += part.wall_s
+            result.startup_s += part.startup_s
+            result.device = result.device or part.device
+        for key in [*result.failures, *result.not_run]:
+            result.profiles.pop(key, None)
+        return result
+
+    def estimate_cost_s(self, problem: Problem, groups: Sequence[MetricGroup]) -> float:
+        return sum(
+            self.profilers[kind].estimate_cost_s(problem, mine)
+            for kind, mine in self._by_profiler(groups).items()
+            if kind in self.profilers
+        )
+
+    def estimated_startup_s(self) -> float:
+        return max((p.estimated_startup_s() for p in self.profilers.values()), default=0.0)
+
+
+def default_profiler(device: str = "H200") -> CompositeProfiler:
+    """Static + torch profilers, plus ncu when its executable is on PATH.
+
+    ``device`` is the target GPU of the static roofline bound; torch and ncu report the device
+    they actually ran on.
+    """
+    from autoprofiler.profile.ncu import NcuProfiler
+    from autoprofiler.profile.static import StaticProfiler
+    from autoprofiler.profile.torch_profiler import TorchProfiler
+
+    profilers: dict[str, Profiler] = {"static": StaticProfiler(device), "torch": TorchProfiler()}
+    ncu = NcuProfiler()
+    if ncu.available():
+        profilers["ncu"] = ncu
+    else:
+        log.info("ncu not found: ncu groups will be skipped")
+    return CompositeProfiler(profilers)

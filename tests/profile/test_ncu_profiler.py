@@ -1,0 +1,130 @@
+"""NcuProfiler: errors without ncu, the command it builds, and its orchestration of the runner.
+
+The orchestration tests use ``fake_ncu.py`` in place of ncu: the runner really runs (on the
+CPU) and the kernel rows are a real H200 capture; what is under test is the code around ncu.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from autoprofiler.profile.base import ProfilerError
+from autoprofiler.profile.catalogue import GROUPS
+from autoprofiler.profile.ncu import NcuOptions, NcuProfiler
+from tests.profile.conftest import NCU_DATA
+
+SOL = GROUPS["ncu.SpeedOfLight"]
+OCC = GROUPS["ncu.Occupancy"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    script = tmp_path / "ncu"
+    fake = Path(__file__).with_name("fake_ncu.py")
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("FAKE_NCU_TEMPLATE", str(NCU_DATA / "sol_41_Gemm_BatchNorm_GELU_ReLU.csv"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return str(script)
+
+
+def test_missing_ncu_is_a_one_line_error(gemm) -> None:
+    profiler = NcuProfiler(NcuOptions(ncu="ncu-not-installed-here"))
+    assert not profiler.available()
+    with pytest.raises(ProfilerError, match="not found") as info:
+        profiler.collect(gemm, [SOL])
+    assert "\n" not in str(info.value)
+
+
+def test_non_ncu_groups_are_refused(gemm) -> None:
+    with pytest.raises(ProfilerError, match="static"):
+        NcuProfiler().collect(gemm, [GROUPS["static"]])
+
+
+def test_command_scopes_by_nvtx_and_merges_groups() -> None:
+    profiler = NcuProfiler(NcuOptions(clock_control="none", extra_args=("--cache-control", "all")))
+    groups = [SOL, GROUPS["ncu.curated24"], GROUPS["ncu.Roofline"]]
+    command = profiler.command(groups, "ap_1/", Path("/t/p.jsonl"), Path("/t/report.ncu-rep"))
+    text = " ".join(command)
+    assert "--clock-control none" in text and "--nvtx --nvtx-include ap_1/" in text
+    assert text.count("--section") == 6 and "--section SpeedOfLight_RooflineChart" in text
+    metrics = command[command.index("--metrics") + 1].split(",")
+    assert metrics[0] == "gpu__time_duration.sum" and len(metrics) == 24  # curated24 has it
+    assert "--cache-control all -o /t/report --force-overwrite" in text
+    runner = command[command.index("-m") :]
+    assert runner[:4] == ["-m", "autoprofiler.profile.ncu_runner", "--problems", "/t/p.jsonl"]
+    assert runner[4:6] == ["--prime-range", "ap_0"]
+    full = profiler.command([GROUPS["ncu.set.full"]], "x/", Path("p"), Path("r.ncu-rep"))
+    assert full[full.index("--set") + 1] == "full" and "--section" not in full
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="replay mode"):
+        NcuOptions(replay_mode="range-ish")
+
+
+def test_collect_many_splits_ranges_and_reports_failures(
+    fake_ncu: str, gemm, conv_relu, failing
+) -> None:
+    profiler = NcuProfiler(NcuOptions(ncu=fake_ncu, warmup=1), device="H200")
+    result = profiler.collect_many([gemm, failing, conv_relu], [SOL, OCC])
+    assert set(result.profiles) == {gemm.content_hash, conv_relu.content_hash}
+    assert "this problem always fails" in result.failures[failing.content_hash]
+    assert result.not_run == []
+    profile = result.profiles[gemm.content_hash]
+    assert profile.device == "H200" and profile.groups == ["ncu.SpeedOfLight", "ncu.Occupancy"]
+    assert len(profile.kernels) == 5 and profile.kernels[0].duration_ns == 10_781_536.0
+    assert profile.replay_passes == 50  # 5 kernels x 10 passes from the capture's column
+    sol, occ = profile.group_costs["ncu.SpeedOfLight"], profile.group_costs["ncu.Occupancy"]
+    assert sol.seconds / occ.seconds == pytest.approx(SOL.cost_s / OCC.cost_s)
+    assert sol.seconds + occ.seconds == pytest.approx(profile.cost_s)
+    assert profile.metrics["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"].group == (
+        "ncu.SpeedOfLight"
+    )
+    assert result.startup_s > 0 and result.wall_s > result.startup_s
+
+
+def test_collect_charges_the_whole_run(fake_ncu: str, gemm) -> None:
+    profile = NcuProfiler(NcuOptions(ncu=fake_ncu, warmup=1)).collect(gemm, [SOL])
+    assert profile.cost_s > profile.startup_s > 0
+    assert profile.value("gpu__time_duration.sum") == 11_187_904.0
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("noperm", "ERR_NVGPUCTRPERM"),
+        ("crash", "failed before any problem ran: .*CUDA init failed"),
+        ("nokernel", "no CUDA kernel captured"),
+    ],
+)
+def test_run_failures_are_one_line_errors(
+    fake_ncu: str, gemm, monkeypatch: pytest.MonkeyPatch, mode: str, message: str
+) -> None:
+    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    with pytest.raises(ProfilerError, match=message) as info:
+        NcuProfiler(NcuOptions(ncu=fake_ncu, warmup=1)).collect(gemm, [SOL])
+    assert "\n" not in str(info.value)
+
+
+def test_timeout_kills_the_run(fake_ncu: str, gemm, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    with pytest.raises(ProfilerError, match="timed out after 1 s"):
+        NcuProfiler(NcuOptions(ncu=fake_ncu, timeout_s=1.0)).collect(gemm, [SOL])
+
+
+@pytest.mark.ncu
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Nsight Compute (ncu) on PATH")
+def test_real_ncu_on_the_gpu(gemm) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    profile = NcuProfiler().collect(gemm, [SOL])
+    assert profile.kernels and profile.value("gpu__time_duration.sum") > 0
+    assert profile.replay_passes > 0 and profile.cost_s > profile.startup_s > 0
