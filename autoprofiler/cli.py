@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+console = Console(soft_wrap=True)
 errors = Console(stderr=True, soft_wrap=True)
 
 StoreOption = Annotated[
@@ -186,6 +186,111 @@ def baselines(
             json.dumps([{"problem": k, **r.to_dict()} for k, r in rows], indent=1),
             encoding="utf-8",
         )
+
+
+def _group_list(groups: list[str] | None) -> list[str]:
+    return [g.strip() for text in groups or [] for g in text.split(",") if g.strip()]
+
+
+def _profiling_tree(tree: str | None, groups: list[str]):
+    from autoprofiler.tree import Node, ProfilingTree, TreeError, resolve_tree
+
+    try:
+        if tree:
+            return resolve_tree(tree)
+        built = ProfilingTree(Node("n0", tuple(groups)), description="collect the given groups")
+        built.validate()
+        return built
+    except TreeError as exc:
+        fail(str(exc))
+
+
+def _current_device_key(fallback: str) -> str:
+    import torch
+
+    from autoprofiler.profile import device_key
+
+    return device_key(torch.cuda.get_device_name()) if torch.cuda.is_available() else fallback
+
+
+@app.command()
+def profile(
+    path: Annotated[Path, typer.Argument(help="Problems: file, folder, KernelBench or JSONL.")],
+    tree: Annotated[
+        str | None, typer.Option(help="Profiling tree: a JSON file or a fixed name (full, ...).")
+    ] = None,
+    groups: Annotated[
+        list[str] | None, typer.Option("--groups", "-g", help="Metric groups (repeat or a,b).")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="Profiling budget in seconds per problem.")
+    ] = None,
+    record: Annotated[
+        bool, typer.Option("--record", help="Record every given group into the store.")
+    ] = False,
+    replay: Annotated[
+        bool, typer.Option("--replay", help="Replay recorded profiles instead of profiling.")
+    ] = False,
+    recordings: Annotated[
+        list[Path] | None, typer.Option(help="Recordings (.jsonl.gz) to import into the store.")
+    ] = None,
+    device: Annotated[
+        str, typer.Option(help="Device the recordings are of (default: this GPU, else H200).")
+    ] = "",
+    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
+    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary lines.")] = False,
+) -> None:
+    """Profile problems with a tree (or a list of groups) within a budget, or record them."""
+    from autoprofiler.profile import (
+        GROUPS,
+        ProfilerError,
+        RecordedProfiler,
+        default_profiler,
+        import_recordings,
+        record_profiles,
+        render_profile,
+    )
+    from autoprofiler.store import Store, StoreError
+
+    report = load_or_fail(path, levels, ids)
+    names = _group_list(groups)
+    device_key = device or _current_device_key("cpu" if record else "H200")
+    try:
+        db = Store(store)
+    except StoreError as exc:
+        fail(str(exc))
+    with db:
+        for file in recordings or []:
+            try:
+                count = import_recordings(file, db)
+            except (OSError, ValueError) as exc:
+                fail(f"{file}: cannot import recordings: {exc}")
+            console.print(f"imported {count} recordings from {file}")
+        profiler = RecordedProfiler(db, device_key) if replay else default_profiler(device_key)
+        try:
+            if record:
+                wanted = names or list(GROUPS)
+                done = record_profiles(report.problems, wanted, db, device_key, profiler)
+                console.print(
+                    f"recorded {done.recorded}, already there {done.skipped}, "
+                    f"failed {done.failed} ({device_key}, {done.seconds:.0f} s)"
+                )
+                return
+            chosen = _profiling_tree(tree, names)
+            for problem in report.problems:
+                result = chosen.run(problem, profiler, budget)
+                console.rule(problem.key)
+                console.print(
+                    f"path {' -> '.join(result.path)}; collected "
+                    f"{', '.join(result.groups) or 'nothing'}; cost {result.cost_s:.2f} s",
+                    highlight=False,
+                )
+                if not quiet:
+                    console.print(render_profile(result, GROUPS), highlight=False, markup=False)
+        except ProfilerError as exc:
+            fail(str(exc))
 
 
 def _mount_subcommands() -> None:
