@@ -293,10 +293,150 @@ def profile(
             fail(str(exc))
 
 
+def make_rewriter(kind: str, llm: str | None, base_url: str | None, store):
+    """The rewriter a command asked for, or one error line."""
+    if kind == "rules":
+        from autoprofiler.rewrite.rules import RuleRewriter
+
+        return RuleRewriter()
+    if kind != "llm":
+        fail(f"--rewriter must be rules or llm, not {kind!r}")
+    from autoprofiler.llm import LLMConfig, LLMError, make_client
+    from autoprofiler.rewrite.llm_rewriter import LLMRewriter
+
+    if not llm:
+        fail("--rewriter llm needs --llm openai:MODEL or anthropic:MODEL")
+    try:
+        return LLMRewriter(make_client(LLMConfig.from_spec(llm, base_url=base_url), store))
+    except LLMError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def optimize(
+    path: Annotated[Path, typer.Argument(help="Problems: file, folder, KernelBench or JSONL.")],
+    tree: Annotated[
+        str, typer.Option(help="Profiling tree: a JSON file or a fixed name (none, full, ...).")
+    ] = "none",
+    budget: Annotated[
+        float | None, typer.Option(help="Profiling budget in seconds per problem.")
+    ] = None,
+    rewriter: Annotated[str, typer.Option(help="rules (built in) or llm.")] = "rules",
+    llm: Annotated[
+        str | None, typer.Option(help="openai:MODEL or anthropic:MODEL (with --rewriter llm).")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server URL (vLLM, Ollama, ...).")
+    ] = None,
+    replay: Annotated[
+        bool, typer.Option("--replay", help="Take profiles from recordings in the store.")
+    ] = False,
+    recordings: Annotated[
+        list[Path] | None, typer.Option(help="Recordings (.jsonl.gz) to import into the store.")
+    ] = None,
+    profile_device: Annotated[
+        str, typer.Option(help="Device of the recordings / roofline (default: this GPU or H200).")
+    ] = "",
+    device: Annotated[str, typer.Option(help="Evaluate on auto, cuda or cpu.")] = "auto",
+    atol: Annotated[float | None, typer.Option(help="Tolerance (default per dtype).")] = None,
+    rtol: Annotated[float | None, typer.Option(help="Tolerance (default per dtype).")] = None,
+    compile_baseline: Annotated[
+        bool, typer.Option("--compile-baseline", help="Also time torch.compile of the reference.")
+    ] = False,
+    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
+    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for the candidates written.")] = Path(
+        ".autoprofiler/candidates"
+    ),
+    store: StoreOption = DEFAULT_STORE,
+    output: Annotated[Path | None, typer.Option("-o", help="Write results as JSON.")] = None,
+) -> None:
+    """Profile each problem with the tree, rewrite it once, then check and time the candidate."""
+    from autoprofiler.evaluate import EvalConfig, evaluate
+    from autoprofiler.profile import (
+        ProfilerError,
+        RecordedProfiler,
+        default_profiler,
+        import_recordings,
+    )
+    from autoprofiler.report.verdict import optimize_table
+    from autoprofiler.rewrite import RewriteContext
+    from autoprofiler.store import Store, StoreError
+
+    report = load_or_fail(path, levels, ids)
+    chosen_tree = _profiling_tree(tree, [])
+    config = EvalConfig(device=device, atol=atol, rtol=rtol, time_compile_baseline=compile_baseline)
+    default_tol = config.tolerance_for("float32")
+    context = RewriteContext(
+        device="cpu" if device == "cpu" else "cuda",
+        device_name=profile_device,
+        atol=default_tol[0],
+        rtol=default_tol[1],
+    )
+    device_key = profile_device or _current_device_key("H200")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        db = Store(store)
+    except StoreError as exc:
+        fail(str(exc))
+    rows = []
+    with db:
+        for file in recordings or []:
+            try:
+                import_recordings(file, db)
+            except (OSError, ValueError) as exc:
+                fail(f"{file}: cannot import recordings: {exc}")
+        profiler = RecordedProfiler(db, device_key) if replay else default_profiler(device_key)
+        chosen_rewriter = make_rewriter(rewriter, llm, base_url, db)
+        for problem in report.problems:
+            with console.status(f"{problem.key}: profiling, rewriting, evaluating"):
+                try:
+                    profile = chosen_tree.run(problem, profiler, budget)
+                except ProfilerError as exc:
+                    fail(f"{problem.key}: {exc}")
+                candidate = chosen_rewriter.rewrite(problem, profile, context)
+                written = out / f"{problem.name}.py"
+                if candidate.usable:
+                    written.write_text(candidate.source, encoding="utf-8")
+                    db.put_candidate(
+                        candidate.content_hash,
+                        problem.content_hash,
+                        candidate.source,
+                        candidate.producer,
+                        candidate.profile_hash,
+                        candidate.info,
+                    )
+                    result = evaluate(problem, candidate.source, config, store=db)
+                else:
+                    written, result = None, None
+            rows.append((problem, profile, candidate, written, result))
+    console.print(optimize_table(rows))
+    if output:
+        output.write_text(
+            json.dumps(
+                [
+                    {
+                        "problem": p.key,
+                        "profile_path": prof.path,
+                        "profile_groups": prof.groups,
+                        "profile_cost_s": prof.cost_s,
+                        "candidate": cand.to_dict() | {"written": str(w) if w else None},
+                        "result": r.to_dict() if r else None,
+                    }
+                    for p, prof, cand, w, r in rows
+                ],
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+
+
 def _mount_subcommands() -> None:
+    from autoprofiler.learn.cli import learn_command
     from autoprofiler.tree.cli import tree_app
 
     app.add_typer(tree_app, name="tree", help="Show, check and draw profiling trees.")
+    app.command(name="learn")(learn_command)
 
 
 _mount_subcommands()

@@ -163,9 +163,10 @@ def load_problems(
 ) -> LoadReport:
     """Load problems from a ``.py`` file, a folder, a KernelBench checkout or a JSONL file.
 
-    ``levels`` and ``ids`` select KernelBench problems (by level and by the number that starts
-    the file name). Bad sources are reported in ``LoadReport.errors``; good ones are kept.
-    A path that does not exist or holds nothing loadable raises ``ProblemError``.
+    ``levels`` selects KernelBench levels; ``ids`` selects by the number that starts the file
+    name (KernelBench checkouts and plain folders) or the ``problem_id`` of a JSONL row.
+    Bad sources are reported in ``LoadReport.errors``; good ones are kept. A path that does
+    not exist or holds nothing loadable raises ``ProblemError``.
     """
     path = Path(path)
     if not path.exists():
@@ -188,6 +189,7 @@ def load_problems(
     files = sorted((f for f in path.glob("*.py") if not f.name.startswith("_")), key=_natural_key)
     if not files:
         raise ProblemError(f"{path}: no .py problem files in this folder")
+    files = [f for f in files if _id_filter(ids, _id_from_stem(f.stem))]
     return _collect(lambda f=f: load_file(f) for f in files)
 
 

@@ -9,6 +9,10 @@ import pytest
 
 from autoprofiler.problem import Problem, problem_from_source
 
+# The real llama.cpp server and the scripted HTTP stubs, shared by every test folder (one
+# server per session).
+from tests.servers import llama_server, stub_server  # noqa: F401
+
 SCALE_PROBLEM = textwrap.dedent(
     '''
     import torch

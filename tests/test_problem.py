@@ -55,6 +55,7 @@ def test_folder_keeps_good_files_and_reports_bad(tmp_path: Path):
     report = load_problems(tmp_path)
     assert [p.name for p in report.problems] == ["1_good", "2_also_good"]
     assert len(report.errors) == len(BAD_SOURCES)
+    assert [p.name for p in load_problems(tmp_path, ids=[2]).problems] == ["2_also_good"]
 
 
 def test_kernelbench_checkout_selects_levels_and_ids(tmp_path: Path):

@@ -170,6 +170,11 @@ def _run_worker(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
     env.setdefault("TORCH_EXTENSIONS_DIR", str(work_dir / "torch_extensions"))
     env.setdefault("TRITON_CACHE_DIR", str(work_dir / "triton_cache"))
+    if device_name(config.device) == "cpu":
+        # With no GPU, Triton kernels run in Triton's interpreter, and Inductor compiles in
+        # the worker itself rather than in a pool of processes competing for the same cores.
+        env.setdefault("TRITON_INTERPRET", "1")
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     log_path = work_dir / "worker.log"
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(

@@ -95,6 +95,19 @@ class Profile:
             return None
         return float(entry.value)
 
+    @property
+    def content_hash(self) -> str:
+        """Hash of the information collected (metrics and kernels), not of its cost or path.
+
+        Two trees that give a problem the same information produce the same hash, so a
+        rewrite of that profile is cached once.
+        """
+        import hashlib
+
+        data = asdict(self)
+        text = json.dumps([data["metrics"], data["kernels"]], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
     def merge(self, other: Profile) -> Profile:
         """A new profile holding both profiles' metrics and costs (``other`` wins on clashes)."""
         merged = Profile.from_dict(self.to_dict())

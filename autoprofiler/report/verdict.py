@@ -61,3 +61,33 @@ def results_table(title: str, rows: Sequence[tuple[str, EvalResult]]) -> Table:
     speedups = [r.speedup if r.speedup else 1.0 for _, r in rows]
     table.caption = f"geomean speedup {geomean(speedups):.3f} (failures count 1.0)"
     return table
+
+
+def optimize_table(rows: Sequence[tuple]) -> Table:
+    """One line per optimized problem: profile, transformation, verdict, speedup, file."""
+    table = Table(title="optimize")
+    for column in ("problem", "profiled", "cost s", "rewrite", "verdict", "speedup", "candidate"):
+        table.add_column(column)
+    speedups = []
+    for problem, profile, candidate, written, result in rows:
+        if result is None:
+            verdict, speedup = f"no candidate: {candidate.failure}", None
+        else:
+            verdict = "ok" if result.correct else result.failure_kind.value
+            speedup = result.speedup
+        speedups.append(speedup or 1.0)
+        table.add_row(
+            problem.key,
+            ", ".join(profile.groups) or "nothing",
+            f"{profile.cost_s:.1f}",
+            str(candidate.info.get("transformation", candidate.producer)),
+            verdict,
+            _ms(speedup),
+            str(written or "-"),
+        )
+    timer = next((r.timer for *_, r in rows if r is not None), "")
+    table.caption = (
+        f"geomean speedup over eager {geomean(speedups):.3f} (failures count 1.0); "
+        f"timer: {timer or '-'}"
+    )
+    return table

@@ -53,6 +53,11 @@ class Candidate:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+def profile_hash(profile: Profile | None) -> str:
+    """The hash a candidate records for the profile it was written from ("" for none)."""
+    return "" if profile is None else profile.content_hash
+
+
 class Rewriter(ABC):
     """Turns a problem and its profile into one candidate, with exactly one attempt."""
 

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import ast
 import logging
-import os
 import re
 import string
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autoprofiler import prompts
 from autoprofiler.llm.base import ChatMessage, LLMClient, LLMError, SamplingParams
-from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter
-from autoprofiler.store import content_key
+from autoprofiler.prompts import PromptError
+from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter, profile_hash
 
 if TYPE_CHECKING:
     from autoprofiler.problem import Problem
@@ -27,7 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROMPTS_DIR_ENV = "AUTOPROFILER_PROMPTS_DIR"
 TARGET_CLASS = "ModelNew"
 PYTHON_FENCES = frozenset({"python", "py", "python3"})
 REPLY_HEAD_CHARS = 400
@@ -40,22 +37,9 @@ _FENCE = re.compile(
 )
 
 
-class PromptError(ValueError):
-    """A prompt template is missing or names a placeholder the rewriter does not fill."""
-
-
 def load_prompt(name: str) -> str:
-    """The text of prompt template ``name`` (``"rewrite.md"``): the user's folder first."""
-    override = os.environ.get(PROMPTS_DIR_ENV)
-    if override:
-        path = Path(override) / name
-        if path.is_file():
-            log.debug("prompt %s from %s", name, path)
-            return path.read_text(encoding="utf-8")
-    resource = resources.files("autoprofiler.rewrite").joinpath("prompts", name)
-    if not resource.is_file():
-        raise PromptError(f"no prompt template named {name!r}")
-    return resource.read_text(encoding="utf-8")
+    """The text of the rewriter's prompt template ``name`` (``"rewrite.md"``)."""
+    return prompts.load_prompt("autoprofiler.rewrite", name)
 
 
 def render_prompt(name: str, **values: Any) -> str:
@@ -76,11 +60,6 @@ def profile_text(profile: Profile | None) -> str:
     from autoprofiler.profile.render import render_profile
 
     return render_profile(profile, GROUPS)
-
-
-def profile_hash(profile: Profile | None) -> str:
-    """The content hash a candidate records for the profile it was written from."""
-    return "" if profile is None else content_key(profile.to_dict())[:16]
 
 
 def build_messages(

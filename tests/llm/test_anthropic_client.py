@@ -12,8 +12,7 @@ import json
 import pytest
 
 from autoprofiler.llm import AnthropicClient, LLMError, RetryPolicy, SamplingParams
-
-from .conftest import StubResponse, error_response
+from tests.servers import StubResponse, error_response
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},

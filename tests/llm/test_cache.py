@@ -10,8 +10,7 @@ import pytest
 from autoprofiler.llm import CachedLLMClient, LLMError, OpenAIClient, RetryPolicy, SamplingParams
 from autoprofiler.llm.cache import LLM_SPACE, reply_key
 from autoprofiler.store import Store
-
-from .conftest import LlamaServer, chat_completion, error_response, free_port
+from tests.servers import LlamaServer, chat_completion, error_response, free_port
 
 MESSAGES = [{"role": "user", "content": "Name a colour."}]
 PARAMS = SamplingParams(max_tokens=8)

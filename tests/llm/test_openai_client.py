@@ -13,8 +13,7 @@ import time
 import pytest
 
 from autoprofiler.llm import LLMError, OpenAIClient, RetryPolicy, SamplingParams
-
-from .conftest import LlamaServer, StubResponse, chat_completion, error_response, free_port
+from tests.servers import LlamaServer, StubResponse, chat_completion, error_response, free_port
 
 MESSAGES = [
     {"role": "system", "content": "You answer in one word."},

@@ -14,8 +14,7 @@ from autoprofiler.problem import Problem
 from autoprofiler.rewrite.base import RewriteContext
 from autoprofiler.rewrite.llm_rewriter import LLMRewriter
 from autoprofiler.store import Store
-
-from .conftest import LlamaServer
+from tests.servers import LlamaServer
 
 PARAMS = SamplingParams(max_tokens=24)
 CONTEXT = RewriteContext(device="cuda", device_name="NVIDIA H200")

@@ -16,15 +16,14 @@ import pytest
 from autoprofiler.llm import ChatMessage, LLMClient, LLMError, LLMReply, SamplingParams, Usage
 from autoprofiler.problem import Problem
 from autoprofiler.profile.base import KernelSummary, MetricValue, Profile
+from autoprofiler.prompts import PROMPTS_DIR_ENV, PromptError
+from autoprofiler.rewrite import profile_hash
 from autoprofiler.rewrite.base import RewriteContext
 from autoprofiler.rewrite.llm_rewriter import (
-    PROMPTS_DIR_ENV,
     LLMRewriter,
-    PromptError,
     build_messages,
     extract_code,
     load_prompt,
-    profile_hash,
 )
 
 MODEL_NEW = textwrap.dedent(

@@ -1,0 +1,116 @@
+"""``autoprofiler learn`` (``learn_command``): killed with SIGKILL mid-study and resumed, in
+subprocesses; and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from autoprofiler.learn import LearnConfig, LocalSearchProposer, StudyStorage, TreeLearner
+from autoprofiler.learn.cli import learn_command
+from autoprofiler.problem import Problem
+from autoprofiler.store import Store
+
+from .conftest import RECORDINGS, ROOT, TRAIN, make_scorer
+from .gated_rewriter import GatedRewriter
+
+RUN = "import typer; from autoprofiler.learn.cli import learn_command; typer.run(learn_command)"
+KILL_LIMIT_S = 90.0
+
+
+def learn_args(store: Path, problems: Path, study: str) -> list[str]:
+    return [
+        "--store", str(store), "--study", study, "--problems", str(problems),
+        "--recordings", str(RECORDINGS), "--train", "2", "--budget", "20",
+        "--rewriter", "tests.learn.gated_rewriter:slow_to_rewrite", "--proposer", "search",
+        "--iterations", "3", "--patience", "3", "--edits-per-round", "3", "--device", "cpu",
+        "--seed", "0",
+    ]  # fmt: skip
+
+
+def write_jsonl(path: Path, problems: list[Problem]) -> Path:
+    rows = [{"name": p.name, "source": p.source} for p in problems]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def trial_count(store_path: Path, study: str) -> int:
+    with Store(store_path) as store:
+        return len(StudyStorage(store).trials(study))
+
+
+def test_a_study_killed_with_sigkill_resumes_without_losing_or_repeating_a_trial(
+    store_path: Path, train: list[Problem], tmp_path: Path
+) -> None:
+    problems = write_jsonl(tmp_path / "problems.jsonl", train)
+    args = learn_args(store_path, problems, "sigkill")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
+    command = [sys.executable, "-c", RUN, *args]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + KILL_LIMIT_S
+    while trial_count(store_path, "sigkill") < 1:
+        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+        assert time.monotonic() < deadline, "no trial was stored in time"
+        time.sleep(0.05)
+    assert process.poll() is None, "the study ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed = trial_count(store_path, "sigkill")
+
+    done = subprocess.run(
+        [*command, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "learned tree:" in done.stdout and "cache hit rate" in done.stdout
+
+    with Store(store_path) as store:
+        assert store.integrity_ok()
+        trials = StudyStorage(store).trials("sigkill")
+        # The same study run without a kill (its candidates are cached now) takes the same path.
+        proposer = LocalSearchProposer(edits_per_round=3)
+        scorer = make_scorer(store, GatedRewriter(delay_s=0.5))
+        learner = TreeLearner(scorer, proposer, LearnConfig(iterations=3, patience=3, seed=0))
+        whole = learner.learn("sigkill-whole", sorted(train, key=lambda p: p.key))
+    assert len(trials) > killed >= 1
+    assert [t.number for t in trials] == list(range(len(trials)))
+    assert len({(t.round, t.index) for t in trials}) == len(trials)
+    path = [(t.round, t.index, t.edit, t.state) for t in trials]
+    assert path == [(t.round, t.index, t.edit, t.state) for t in whole.trials]
+
+
+@pytest.fixture
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command()(learn_command)
+    return app
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--rewriter", "tests.learn.gated_rewriter:GATE_METRIC"], "gives a str, not a Rewriter"),
+        (["--rewriter", "no_such_module:Rewriter"], "cannot import"),
+        (["--train", "nothing_like_this"], "no problem named nothing_like_this"),
+        (["--device", "tpu"], "--device must be one of auto, cuda, cpu"),
+        (["--proposer", "llm"], "--proposer llm needs --llm"),
+        (["--recorded-device", "B200"], "no recordings of 'B200'"),
+    ],
+)
+def test_bad_options_give_one_error_line(
+    cli: typer.Typer, store_path: Path, extra: list[str], message: str
+) -> None:
+    args = ["--store", str(store_path), "--study", "errors", "--train", ",".join(TRAIN)]
+    result = CliRunner().invoke(cli, [*args, *extra])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())

@@ -1,0 +1,100 @@
+"""The objective and the acceptance rule, on outcomes written by hand (no evaluation)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autoprofiler.learn import Objective, ProblemOutcome, TreeScore, judge, noise_margin
+
+
+def outcome(
+    name: str,
+    speedup: float | None,
+    *,
+    candidate: str = "",
+    cost_s: float = 1.0,
+    spread: float = 1.0,
+) -> ProblemOutcome:
+    """A correct outcome timed at ``speedup`` (a failure when None)."""
+    timed = speedup is not None
+    return ProblemOutcome(
+        problem=name,
+        problem_hash=f"h-{name}",
+        profile_hash="p",
+        groups=("static",),
+        skipped=(),
+        cost_s=cost_s,
+        candidate_hash=candidate or f"c-{name}-{speedup}",
+        correct=timed,
+        speedup=speedup,
+        failure="" if timed else "wrong_values: mismatch",
+        reference_spread=spread if timed else None,
+        candidate_spread=spread if timed else None,
+    )
+
+
+def test_failures_count_as_the_reference_left_in_place() -> None:
+    score = Objective().score([outcome("a", 4.0), outcome("b", None)])
+    assert score.value == pytest.approx(2.0)  # sqrt(4 * 1)
+    assert (score.fast_1, score.correct_rate) == (0.5, 0.5)
+
+
+def test_a_correct_but_slower_candidate_counts_its_real_speedup() -> None:
+    score = Objective().score([outcome("a", 0.25), outcome("b", 1.0)])
+    assert score.geomean_speedup == pytest.approx(0.5)
+    assert score.fast_1 == 0.0
+
+
+def test_the_objective_is_configurable() -> None:
+    outcomes = [outcome("a", 2.0), outcome("b", 0.5), outcome("c", None)]
+    assert Objective("fast_1").score(outcomes).value == pytest.approx(1 / 3)
+    assert Objective("correct_rate").score(outcomes).value == pytest.approx(2 / 3)
+    assert Objective(failure_speedup=0.5).score(outcomes).value == pytest.approx(0.5 ** (1 / 3))
+    with pytest.raises(ValueError, match="unknown objective"):
+        Objective("fastest")
+
+
+def test_scores_round_trip_through_json() -> None:
+    score = Objective().score([outcome("a", 1.5), outcome("b", None)])
+    again = TreeScore.from_dict(score.to_dict())
+    assert again == score
+    assert again.outcomes[1].failure == "wrong_values: mismatch"
+
+
+def test_the_margin_is_the_floor_when_no_candidate_changed() -> None:
+    old = Objective().score([outcome("a", 2.0, spread=1.5)])
+    assert noise_margin(old, old, 0.01) == 0.01
+
+
+def test_the_margin_grows_with_the_timing_spread_of_changed_problems() -> None:
+    old = Objective().score([outcome("a", 1.0, spread=1.2), outcome("b", 1.0, spread=1.2)])
+    new = Objective().score([outcome("a", 1.1, spread=1.2), outcome("b", 1.0, spread=1.2)])
+    width = math.hypot(math.log(1.2), math.log(1.2))
+    expected = math.expm1(width * math.sqrt(2) / 2)  # two timed evaluations changed, 2 problems
+    assert noise_margin(new, old, 0.01) == pytest.approx(expected)
+    assert noise_margin(new, old, 0.5) == 0.5
+
+
+def test_one_wild_timing_does_not_blow_up_the_margin() -> None:
+    steady = [outcome(n, 1.0, spread=1.02) for n in "abcde"]
+    old = Objective().score([*steady, outcome("f", 1.0, spread=400.0)])
+    new = Objective().score([outcome("a", 1.2, spread=1.02), *steady[1:], old.outcomes[-1]])
+    assert noise_margin(new, old, 0.0) < 0.02
+
+
+def test_judge_accepts_better_rejects_worse_and_breaks_ties_by_cost() -> None:
+    objective = Objective(noise_floor=0.05)
+    base = objective.score([outcome("a", 1.0, cost_s=2.0)])
+    better = objective.score([outcome("a", 1.2, cost_s=3.0)])
+    noise = objective.score([outcome("a", 1.03, cost_s=3.0)])
+    cheaper_tie = objective.score([outcome("a", 0.98, cost_s=1.0)])
+    worse = objective.score([outcome("a", 0.5, cost_s=0.1)])
+    assert judge(better, base, objective).accepted
+    verdict = judge(noise, base, objective)
+    assert not verdict.accepted and "no better within noise" in verdict.reason
+    verdict = judge(cheaper_tie, base, objective)
+    assert verdict.accepted and "cheaper" in verdict.reason
+    verdict = judge(worse, base, objective)
+    assert not verdict.accepted and verdict.reason.startswith("worse")
