@@ -13,11 +13,11 @@ import torch
 
 from autoprofiler.problem import Problem
 from autoprofiler.profile.base import KernelSummary, MetricValue, Profile
+from autoprofiler.rewrite import profile_hash
 from autoprofiler.rewrite.base import RewriteContext
 from autoprofiler.rewrite.rules import CATALOGUE, ORDER, RuleRewriter
 from autoprofiler.rewrite.rules.graph import analyze
 from autoprofiler.rewrite.rules.patterns import ELEMENTWISE_OPS
-from autoprofiler.rewrite.rules.rewriter import profile_hash
 from autoprofiler.rewrite.rules.signals import read_signals
 from autoprofiler.rewrite.rules.triton_codegen import EXPRESSIONS
 from tests.rewrite.rule_problems import (

@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from autoprofiler.problem import source_hash
-from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter
+from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter, profile_hash
 from autoprofiler.rewrite.rules import transforms
 from autoprofiler.rewrite.rules.signals import read_signals
 from autoprofiler.rewrite.rules.transforms import Analysis, Facts, Score
@@ -19,11 +18,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PRODUCER = "rules"
-
-
-def profile_hash(profile: Profile | None) -> str:
-    """Hash of the profile's JSON ("" for no profile)."""
-    return source_hash(profile.to_json()) if profile is not None else ""
 
 
 class RuleRewriter(Rewriter):
