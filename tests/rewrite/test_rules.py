@@ -262,3 +262,12 @@ def test_backend_flags_are_set_for_the_forward_only():
             model(torch.randn(2, 3, 4, 4))
         assert model.reference.seen == inside, name
         assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark) == before
+
+
+def test_cuda_graph_candidate_runs_the_reference_off_cuda():
+    problem = make("chain", CHAIN, B=4, D=8)
+    module = _load(RuleRewriter().generate(problem, "cuda_graph", CUDA).source)
+    torch.manual_seed(0)
+    model = module.ModelNew()
+    x = torch.randn(4, 8)
+    assert torch.equal(model(x), model.reference(x))

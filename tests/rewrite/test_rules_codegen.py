@@ -65,15 +65,13 @@ def test_fused_elementwise_kernels_are_correct(body, sizes):
     assert result.max_abs_diff < 1e-4
 
 
-@pytest.mark.parametrize("max_single_pass", [65536, 16])
-def test_row_kernels_are_correct_single_pass_and_looped(max_single_pass):
-    rewriter = RuleRewriter(max_single_pass=max_single_pass)
-    problem = make("rows", ROWS, B=2, C=18, D=20)  # rows of 2 to 360: loops at 16
-    assert rewriter.applicable(problem, CPU)[:3] == [
-        "triton_all",
-        "triton_row",
-        "triton_elementwise",
-    ]
+def test_row_kernels_are_correct_looped_and_strided():
+    # rows longer than 16 loop; softmax and reductions over dims 0 and 1 take the 2-D kernels;
+    # the single-pass row kernels are judged in test_softmax_and_layernorm_rows
+    rewriter = RuleRewriter(max_single_pass=16)
+    problem = make("rows", ROWS, B=2, C=18, D=20)
+    applicable = rewriter.applicable(problem, CPU)
+    assert applicable[:3] == ["triton_all", "triton_row", "triton_elementwise"]
     judge(problem, "triton_all", rewriter=rewriter)
 
 
@@ -82,10 +80,9 @@ def test_softmax_and_layernorm_rows(body, width):
     judge(make("p", body, B=8, D=width), "triton_row")
 
 
-def test_wrappers_run_and_keep_the_weights():
+def test_wrappers_keep_the_weights():
     conv = make("conv", CONV, B=2, D=8, C=4)
-    for name in ("tf32", "cuda_graph", "channels_last"):  # on the CPU: flags, fallback, layout
-        assert judge(conv, name, context=CUDA_LOOSE).max_abs_diff == 0.0
+    assert judge(conv, "channels_last", context=CUDA_LOOSE).max_abs_diff == 0.0
     judge(conv, "bf16_autocast", context=CUDA_LOOSE, config=LOOSE)
 
 
