@@ -61,7 +61,13 @@ def load_or_fail(path: Path, levels: str | None = None, ids: str | None = None) 
     except ProblemError as exc:
         fail(str(exc))
     if not report.problems:
-        fail(f"{path}: no usable problems ({len(report.errors)} rejected)")
+        if len(report.errors) == 1:
+            fail(report.errors[0])
+        fail(
+            f"{path}: no usable problems ({len(report.errors)} rejected; first: {report.errors[0]})"
+            if report.errors
+            else f"{path}: no problems selected"
+        )
     return report
 
 

@@ -3,5 +3,14 @@
 from autoprofiler.evaluate.config import EvalConfig
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
 from autoprofiler.evaluate.runner import evaluate
+from autoprofiler.evaluate.sandbox import SandboxError
 
-__all__ = ["EvalConfig", "EvalResult", "FailureKind", "Finding", "TimingStats", "evaluate"]
+__all__ = [
+    "EvalConfig",
+    "EvalResult",
+    "FailureKind",
+    "Finding",
+    "SandboxError",
+    "TimingStats",
+    "evaluate",
+]

@@ -17,6 +17,9 @@ class EvalConfig:
     ``device`` is ``"auto"`` (CUDA when available, else CPU), ``"cuda"`` or ``"cpu"``.
     ``timing_budget_ms`` is the time spent timing each callable; the number of trials is derived
     from a quick estimate and clamped to ``[min_timing_trials, max_timing_trials]``.
+    ``other_shape`` adds a correctness trial at a second input shape where the problem allows
+    one (``autoprofiler.evaluate.shapes``). ``memory_limit_gb`` caps the worker's address space
+    (``RLIMIT_AS``) on CPU runs. ``sandbox`` is None or ``"bwrap"`` (docs/SECURITY.md).
     """
 
     device: str = "auto"
@@ -33,7 +36,9 @@ class EvalConfig:
     time_compile_baseline: bool = False
     compile_timeout_s: float = 300.0
     run_timeout_s: float = 300.0
+    other_shape: bool = True
     memory_limit_gb: float | None = None
+    sandbox: str | None = None
 
     def tolerance_for(self, dtype_name: str) -> tuple[float, float]:
         """(atol, rtol) for an output dtype such as ``"float32"``."""
@@ -52,8 +57,8 @@ class EvalConfig:
 
     @property
     def config_hash(self) -> str:
-        """Hash of the settings that change a verdict (time limits excluded)."""
+        """Hash of the settings that change a verdict (limits and isolation excluded)."""
         data = self.to_dict()
-        for key in ("compile_timeout_s", "run_timeout_s", "memory_limit_gb"):
+        for key in ("compile_timeout_s", "run_timeout_s", "memory_limit_gb", "sandbox"):
             data.pop(key)
         return content_key(data)[:16]

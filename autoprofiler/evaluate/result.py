@@ -79,6 +79,23 @@ class EvalResult:
     timed_s: float = 0.0
     from_cache: bool = False
 
+    def add_finding(self, finding: Finding) -> None:
+        """Record ``finding``; a second one of the same name only raises the severity."""
+        for index, known in enumerate(self.findings):
+            if known.name == finding.name:
+                if finding.severity == "reject" and known.severity != "reject":
+                    self.findings[index] = finding
+                return
+        self.findings.append(finding)
+
+    def apply_rejections(self) -> None:
+        """A correct result with a rejecting finding becomes a ``CHEAT`` failure."""
+        rejected = next((f for f in self.findings if f.severity == "reject"), None)
+        if self.correct and rejected is not None:
+            self.correct = False
+            self.failure_kind = FailureKind.CHEAT
+            self.failure_message = f"{rejected.name}: {rejected.detail}"
+
     @property
     def speedup(self) -> float | None:
         """Eager reference median over candidate median, when both were timed and correct."""

@@ -1,34 +1,49 @@
 """The evaluation worker: judges one candidate in a process of its own.
 
 Started by :func:`autoprofiler.evaluate.runner.evaluate` as
-``python -m autoprofiler.evaluate.worker JOB.json``. It reports its phase through a status pipe
-(``compile`` until the candidate's first forward has run, then ``run``), writes the result JSON
-atomically to the path named in the job, and never lets an exception escape: whatever the
-candidate does becomes a failure kind in the result. A crash that kills this process outright
-(a segfault, ``os._exit``) is classified by the parent.
+``python -m autoprofiler.evaluate.worker JOB.json``. It deletes the job file once read, reports
+its phase through a status pipe (``compile`` until the candidate's first forward has run, then
+``run``), writes the result JSON atomically to the path named in the job, and never lets an
+exception escape: whatever the candidate does becomes a failure kind in the result. A crash
+that kills this process outright (a segfault, ``os._exit``) is classified by the parent.
+
+In every check the candidate runs before the reference, so the expected output does not exist
+while candidate code runs. Correctness trials use seeds derived from the configuration; the
+timing inputs and the re-check after timing use seeds drawn at run time, and the re-check
+refills the very tensors that were timed, so outputs precomputed or cached during timing go
+stale. :mod:`~autoprofiler.evaluate.guard` and :mod:`~autoprofiler.evaluate.audit` watch what
+the candidate changes, leaves running, writes and inspects.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
+import resource
+import secrets
 import sys
 import time
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from autoprofiler.evaluate.checks import scan_source
+from autoprofiler.evaluate.audit import AuditWatch
 from autoprofiler.evaluate.config import EvalConfig
+from autoprofiler.evaluate.guard import RuntimeGuard, background_work
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding
+from autoprofiler.evaluate.shapes import OtherShape, other_shape, shapes
 from autoprofiler.evaluate.timing import time_callable
 from autoprofiler.problem import ProblemError, exec_problem_source
 
-RECHECK_SEED_OFFSET = 1000
+log = logging.getLogger(__name__)
+
+OUT_OF_MEMORY_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
 class CandidateFailure(Exception):
@@ -42,6 +57,7 @@ class CandidateFailure(Exception):
 
 @dataclass
 class _Sides:
+    module: types.ModuleType
     reference: torch.nn.Module
     candidate: torch.nn.Module
     get_inputs: Any
@@ -64,7 +80,9 @@ def describe_exception(exc: BaseException, candidate_file: str | None = None) ->
 def classify_exception(exc: BaseException) -> FailureKind:
     """Map an exception raised by candidate code to a failure kind."""
     text = f"{type(exc).__name__} {exc}".lower()
-    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text:
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or any(
+        marker in text for marker in OUT_OF_MEMORY_MARKERS
+    ):
         return FailureKind.OUT_OF_MEMORY
     if any(
         marker in text
@@ -124,7 +142,7 @@ def _load_candidate(path: str) -> Any:
     sys.modules[spec.name] = module  # Triton and pickling look modules up by name
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise CandidateFailure(FailureKind.BUILD_ERROR, describe_exception(exc, path)) from None
     if not isinstance(getattr(module, "ModelNew", None), type):
         raise CandidateFailure(
@@ -189,65 +207,165 @@ def _outputs_equal(a: Any, b: Any) -> bool:
     )
 
 
-def _inputs(sides: _Sides, seed: int, device: torch.device) -> list[Any]:
+def _inputs(make: Any, seed: int, device: torch.device) -> list[Any]:
     torch.manual_seed(seed)
     with torch.device(device):
-        return _to_device(list(sides.get_inputs()), device)
+        return _to_device(list(make()), device)
 
 
-def _detach_copy(value: Any) -> Any:
+def _detach_copy(value: Any) -> list[Any]:
     return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in _flatten(value)]
 
 
-def _check_correctness(
-    sides: _Sides, config: EvalConfig, device: torch.device, result: EvalResult, status: _StatusPipe
-) -> None:
+def _refill(timed: Any, fresh: Any) -> Any:
+    """``fresh``'s values in ``timed``'s storage (so caches keyed on ``timed`` go stale)."""
+    if (
+        isinstance(timed, torch.Tensor)
+        and isinstance(fresh, torch.Tensor)
+        and (timed.shape, timed.dtype, timed.device) == (fresh.shape, fresh.dtype, fresh.device)
+    ):
+        try:
+            with torch.no_grad():
+                return timed.copy_(fresh)
+        except RuntimeError:  # an expanded or otherwise unwritable input
+            pass
+    return fresh
+
+
+@dataclass
+class _Run:
+    """One evaluation in progress: its settings, result, watchers and the two models."""
+
+    job: dict
+    config: EvalConfig
+    device: torch.device
+    result: EvalResult
+    status: _StatusPipe
+    audit: AuditWatch
+    sides: _Sides | None = None
+    guard: RuntimeGuard | None = None
+
+    @property
+    def candidate_file(self) -> str:
+        return self.job["candidate_path"]
+
+    def reject(self, finding: Finding) -> None:
+        """Record a rejecting finding and end the evaluation as a cheat."""
+        self.result.add_finding(finding)
+        raise CandidateFailure(FailureKind.CHEAT, f"{finding.name}: {finding.detail}")
+
+    def flag(self, name: str, detail: str, severity: str = "flag") -> None:
+        self.result.add_finding(Finding(name, detail, severity))
+
+    def call_candidate(self, inputs: list[Any]) -> Any:
+        """The candidate's forward on ``inputs``, watched, with nothing left running after."""
+        with self.audit.watching():
+            output = self.sides.candidate(*inputs)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.check_background()
+        return output
+
+    def call_reference(self, inputs: list[Any]) -> list[Any]:
+        try:
+            return _detach_copy(self.sides.reference(*inputs))
+        except Exception as exc:
+            raise CandidateFailure(FailureKind.REFERENCE_ERROR, describe_exception(exc)) from None
+
+    def check_background(self) -> None:
+        busy = background_work(self.candidate_file)
+        if busy:
+            detail = f"candidate code still running after forward returned ({', '.join(busy)})"
+            self.reject(Finding("background_work", detail, "reject"))
+
+    def check_guard(self) -> None:
+        for finding in self.guard.check():
+            self.reject(finding)
+
+
+def _check_correctness(run: _Run) -> None:
+    config, result = run.config, run.result
     previous: tuple[Any, Any] | None = None
     for trial in range(config.correctness_trials):
-        inputs = _inputs(sides, config.seed + 1 + trial, device)
+        inputs = _inputs(run.sides.get_inputs, config.seed + 1 + trial, run.device)
+        cand_inputs = _clone(inputs)
+        input_ptrs = {v.data_ptr() for v in cand_inputs if isinstance(v, torch.Tensor)}
         with torch.no_grad():
-            try:
-                ref_out = _detach_copy(sides.reference(*_clone(inputs)))
-            except Exception as exc:
-                raise CandidateFailure(
-                    FailureKind.REFERENCE_ERROR, describe_exception(exc)
-                ) from None
-            cand_inputs = _clone(inputs)
-            input_ptrs = {v.data_ptr() for v in cand_inputs if isinstance(v, torch.Tensor)}
-            cand_raw = sides.candidate(*cand_inputs)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            cand_raw = run.call_candidate(cand_inputs)
             if trial == 0:
-                status.phase("run")
+                run.status.phase("run")
+            ref_out = run.call_reference(_clone(inputs))
         cand_list = _flatten(cand_raw)
         if any(isinstance(t, torch.Tensor) and t.data_ptr() in input_ptrs for t in cand_list):
-            _add_finding(result, "returns_input", "an output shares memory with an input")
+            run.flag("returns_input", "an output shares memory with an input")
         if any(
             isinstance(a, torch.Tensor) and not torch.equal(a, b)
             for a, b in zip(cand_inputs, inputs)
         ):
-            _add_finding(result, "mutates_inputs", "the candidate changed its input tensors")
+            run.flag("mutates_inputs", "the candidate changed its input tensors")
         max_diff, mean_diff, failure = _compare(ref_out, cand_raw, config)
         result.max_abs_diff = max(result.max_abs_diff or 0.0, max_diff)
         result.mean_abs_diff = max(result.mean_abs_diff or 0.0, mean_diff)
         cand_out = _detach_copy(cand_raw)
         repeated = previous is not None and _outputs_equal(cand_out, previous[1])
         if repeated and not _outputs_equal(ref_out, previous[0]):
-            _add_finding(
-                result,
-                "constant_output",
-                "the same output for different inputs",
-                severity="reject",
-            )
+            run.flag("constant_output", "the same output for different inputs", "reject")
         previous = (ref_out, cand_out)
         result.correctness_trials = trial + 1
         if failure:
             raise CandidateFailure(FailureKind.WRONG_VALUES, f"trial {trial}: {failure}")
 
 
-def _add_finding(result: EvalResult, name: str, detail: str, severity: str = "flag") -> None:
-    if all(f.name != name for f in result.findings):
-        result.findings.append(Finding(name=name, detail=detail, severity=severity))
+def _check_other_shape(run: _Run) -> None:
+    """One more trial at a second input shape, where the problem allows one."""
+    module = run.sides.module
+    shape = other_shape(module) if run.config.other_shape else None
+    if shape is None:
+        return
+    seed = run.config.seed + 1 + run.config.correctness_trials
+    inputs = _inputs(lambda: shape.inputs(module), seed, run.device)
+    usual = _inputs(run.sides.get_inputs, seed, run.device)
+    if shapes(inputs) == shapes(usual):
+        log.info("%s leaves the input shapes as they are: no second-shape trial", shape.label)
+        return
+    with torch.no_grad():
+        try:
+            cand_out, cand_error = run.call_candidate(_clone(inputs)), None
+        except CandidateFailure:
+            raise
+        except (Exception, SystemExit) as exc:
+            cand_out, cand_error = None, exc
+        with shape.applied(module):
+            try:
+                ref_out = _detach_copy(run.sides.reference(*_clone(inputs)))
+            except Exception as exc:
+                log.info("the reference fails at %s (%s): no second-shape trial", shape.label, exc)
+                return
+    if cand_error is not None:
+        failure = CandidateFailure(
+            classify_exception(cand_error), describe_exception(cand_error, run.candidate_file)
+        )
+    else:
+        failure = _other_shape_mismatch(ref_out, cand_out, run.config)
+    if failure is not None:
+        _fail_at_other_shape(run, shape, failure)
+
+
+def _other_shape_mismatch(
+    ref_out: Any, cand_out: Any, config: EvalConfig
+) -> CandidateFailure | None:
+    try:
+        _, _, message = _compare(ref_out, cand_out, config)
+    except CandidateFailure as failure:
+        return failure
+    return CandidateFailure(FailureKind.WRONG_VALUES, message) if message else None
+
+
+def _fail_at_other_shape(run: _Run, shape: OtherShape, failure: CandidateFailure) -> None:
+    detail = f"correct at the problem's shapes, not at {shape.label}"
+    run.flag("shape_specialized", detail, "reject")
+    message = f"at another input shape ({shape.label}): {failure.message}"
+    raise CandidateFailure(failure.kind, message)
 
 
 def _time(fn, inputs, device, config: EvalConfig):
@@ -264,57 +382,80 @@ def _time(fn, inputs, device, config: EvalConfig):
         )
 
 
-def _timing_phase(
-    sides: _Sides, config: EvalConfig, device: torch.device, result: EvalResult, job: dict
-) -> None:
-    inputs = _inputs(sides, config.seed + 1, device)
+def _timing_phase(run: _Run) -> list[Any]:
+    """Time reference and candidate on the same inputs (from a seed drawn now); return them."""
+    config, result, sides, device = run.config, run.result, run.sides, run.device
+    inputs = _inputs(sides.get_inputs, secrets.randbits(32), device)
     began = time.perf_counter()
     result.reference = _time(sides.reference, inputs, device, config)
-    result.candidate = _time(sides.candidate, inputs, device, config)
-    if job.get("time_compile_baseline"):
+    with run.audit.watching():
+        result.candidate = _time(sides.candidate, inputs, device, config)
+    run.check_background()
+    if run.job.get("time_compile_baseline"):
         compiled = torch.compile(sides.reference)
         with torch.no_grad():
             compiled(*inputs)  # compile outside the timed trials
         result.compiled_reference = _time(compiled, inputs, device, config)
     result.timed_s = time.perf_counter() - began
+    return inputs
 
 
-def _recheck(sides: _Sides, config: EvalConfig, device: torch.device) -> None:
-    inputs = _inputs(sides, config.seed + RECHECK_SEED_OFFSET, device)
+def _recheck(run: _Run, timed_inputs: list[Any]) -> None:
+    """The candidate again on the timed tensors, refilled with fresh values."""
+    fresh = _inputs(run.sides.get_inputs, secrets.randbits(32), run.device)
+    expected_inputs = _clone(fresh)
+    inputs = [_refill(t, f) for t, f in zip(timed_inputs, fresh)]
+    if len(inputs) != len(fresh):
+        inputs = fresh
     with torch.no_grad():
-        ref_out = _detach_copy(sides.reference(*_clone(inputs)))
-        cand_out = sides.candidate(*_clone(inputs))
-    _, _, failure = _compare(ref_out, cand_out, config)
+        cand_out = run.call_candidate(inputs)
+        ref_out = run.call_reference(expected_inputs)
+    _, _, failure = _compare(ref_out, cand_out, run.config)
     if failure:
-        raise CandidateFailure(FailureKind.CHEAT, f"wrong after the timing loop: {failure}")
+        message = f"wrong after the timing loop, on fresh values in the timed tensors: {failure}"
+        raise CandidateFailure(FailureKind.CHEAT, message)
 
 
-def _build(job: dict, device: torch.device, status: _StatusPipe) -> _Sides:
+def _build(run: _Run) -> _Sides:
+    job, device = run.job, run.device
     try:
         reference_module = exec_problem_source(job["problem_source"], "autoprofiler_reference")
     except ProblemError as exc:
         raise CandidateFailure(FailureKind.REFERENCE_ERROR, str(exc)) from None
-    status.phase("compile")
-    candidate_module = _load_candidate(job["candidate_path"])
     seed = job["config"]["seed"]
     init_inputs = list(getattr(reference_module, "get_init_inputs", list)())
     with torch.device(device):
         torch.manual_seed(seed)
         reference = reference_module.Model(*init_inputs).to(device).eval()
-        torch.manual_seed(seed)
-        try:
-            candidate = candidate_module.ModelNew(*init_inputs)
-        except Exception as exc:
-            kind = classify_exception(exc)
-            if kind is FailureKind.RUNTIME_ERROR:
-                kind = FailureKind.BUILD_ERROR
-            raise CandidateFailure(kind, describe_exception(exc, job["candidate_path"])) from None
-        if isinstance(candidate, torch.nn.Module):
-            candidate = candidate.to(device).eval()
-    return _Sides(reference, candidate, reference_module.get_inputs)
+    run.guard = RuntimeGuard(reference_module, reference, vars(sys.modules[__name__]))
+    run.status.phase("compile")
+    with run.audit.watching():
+        candidate_module = _load_candidate(job["candidate_path"])
+        with torch.device(device):
+            torch.manual_seed(seed)
+            try:
+                candidate = candidate_module.ModelNew(*init_inputs)
+            except (Exception, SystemExit) as exc:
+                kind = classify_exception(exc)
+                if kind is FailureKind.RUNTIME_ERROR:
+                    kind = FailureKind.BUILD_ERROR
+                message = describe_exception(exc, job["candidate_path"])
+                raise CandidateFailure(kind, message) from None
+            if isinstance(candidate, torch.nn.Module):
+                candidate = candidate.to(device).eval()
+    return _Sides(reference_module, reference, candidate, reference_module.get_inputs)
 
 
-def judge(job: dict, status: _StatusPipe) -> EvalResult:
+def _limit_address_space(limit_gb: float, device: torch.device) -> None:
+    """Cap the worker's address space (``RLIMIT_AS``); CPU runs only."""
+    if device.type != "cpu":
+        log.warning("memory_limit_gb applies to CPU runs only; no limit on %s", device)
+        return
+    limit = int(limit_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def judge(job: dict, status: _StatusPipe, audit: AuditWatch) -> EvalResult:
     """Build, check and time one candidate as the job says; never raises."""
     began = time.perf_counter()
     config = EvalConfig.from_dict(job["config"])
@@ -323,34 +464,39 @@ def judge(job: dict, status: _StatusPipe) -> EvalResult:
         candidate_hash=job["candidate_hash"],
         torch_version=torch.__version__,
     )
-    for finding in scan_source(Path(job["candidate_path"]).read_text(encoding="utf-8")):
-        result.findings.append(finding)
     try:
         device = resolve_device(config.device)
         result.device = device_label(device)
         result.timer = "cuda_events" if device.type == "cuda" else "perf_counter"
-        atol, rtol = config.tolerance_for("float32")
-        result.atol, result.rtol = atol, rtol
-        sides = _build(job, device, status)
+        result.atol, result.rtol = config.tolerance_for("float32")
+        if config.memory_limit_gb:
+            _limit_address_space(config.memory_limit_gb, device)
+        run = _Run(job, config, device, result, status, audit)
+        run.sides = _build(run)
         result.compiled = True
         try:
-            _check_correctness(sides, config, device, result, status)
-            _timing_phase(sides, config, device, result, job)
-            _recheck(sides, config, device)
+            run.check_guard()
+            _check_correctness(run)
+            _check_other_shape(run)
+            run.check_guard()
+            timed_inputs = _timing_phase(run)
+            run.check_guard()
+            _recheck(run, timed_inputs)
+            run.check_guard()
         except CandidateFailure:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise CandidateFailure(
                 classify_exception(exc), describe_exception(exc, job["candidate_path"])
             ) from None
-        rejected = [f for f in result.findings if f.severity == "reject"]
-        if rejected:
-            raise CandidateFailure(FailureKind.CHEAT, f"{rejected[0].name}: {rejected[0].detail}")
         result.correct = True
     except CandidateFailure as failure:
         result.correct = False
         result.failure_kind = failure.kind
         result.failure_message = failure.message
+    for finding in audit.findings():
+        result.add_finding(finding)
+    result.apply_rejections()
     result.wall_s = time.perf_counter() - began
     return result
 
@@ -363,9 +509,13 @@ def _write_atomically(path: str, data: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    job = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    job_path = Path(argv[1])
+    job = json.loads(job_path.read_text(encoding="utf-8"))
+    job_path.unlink(missing_ok=True)  # the result path and seeds are not left on disk
     status = _StatusPipe(job.get("status_fd"))
-    result = judge(job, status)
+    audit = AuditWatch(job.get("write_roots", [str(job_path.parent)]))
+    audit.install()
+    result = judge(job, status, audit)
     _write_atomically(job["result_path"], result.to_dict())
     status.phase("done")
     sys.stdout.flush()

@@ -1,0 +1,56 @@
+"""The red team: every known cheat in ``candidates/`` through the real ``evaluate()``.
+
+Each is rejected with the failure kind its docstring names, or passes only with the named
+findings that flag it. The CPU cases are evaluated once per module, two workers at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from autoprofiler.evaluate import EvalResult, evaluate
+
+from .cases import CONFIG, HONEST, Case, evaluate_cases, load_cases, redteam_problem
+
+CASES = load_cases()
+CPU_CASES = [case for case in CASES if case.device == "cpu"]
+GPU_CASES = [case for case in CASES if case.device == "cuda"]
+
+
+def _param(case: Case):
+    marks = [pytest.mark.xfail(strict=True, reason=f"known gap: {case.gap}")] if case.gap else []
+    return pytest.param(case, id=case.name, marks=marks)
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, EvalResult]:
+    return evaluate_cases(CPU_CASES, tmp_path_factory.mktemp("redteam"))
+
+
+def test_the_suite_covers_at_least_fifteen_cheats() -> None:
+    assert len(CPU_CASES) >= 15 and GPU_CASES
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in CPU_CASES])
+def test_cheat_is_rejected_or_flagged(case: Case, verdicts: dict[str, EvalResult]) -> None:
+    result = verdicts[case.name]
+    assert not case.problems_with(result), (case.problems_with(result), result.findings)
+
+
+def test_an_honest_candidate_passes_every_check(tmp_path: Path) -> None:
+    result = evaluate(redteam_problem(), HONEST, CONFIG, work_root=tmp_path)
+    assert result.correct, result.failure_message
+    assert result.findings == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU-only trick: needs a CUDA GPU")
+@pytest.mark.parametrize("case", [_param(case) for case in GPU_CASES])
+def test_gpu_cheat_is_rejected_or_flagged(case: Case, tmp_path: Path) -> None:
+    config = replace(CONFIG, device="cuda")
+    result = evaluate(redteam_problem(), case.source, config, work_root=tmp_path)
+    assert not case.problems_with(result), (case.problems_with(result), result.findings)
