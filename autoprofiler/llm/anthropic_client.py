@@ -24,17 +24,11 @@ from autoprofiler.llm.base import (
 class AnthropicClient(RemoteLLMClient):
     """Messages from ``model`` at ``base_url`` (Anthropic's API when None).
 
-    ``api_key`` falls back to ``ANTHROPIC_API_KEY``; ``options`` are ``RemoteLLMClient``'s.
+    ``api_key`` falls back to ``ANTHROPIC_API_KEY``; the arguments are ``RemoteLLMClient``'s.
     """
 
     provider = "anthropic"
-
-    def __init__(self, model: str, *, api_key: str | None = None, **options: Any) -> None:
-        super().__init__(model, **options)
-        with self._sdk_errors():
-            self._client = self._sdk.Anthropic(
-                api_key=api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
-            )
+    sdk_client_class = "Anthropic"
 
     def _attempt(self, messages: Sequence[ChatMessage], params: SamplingParams) -> LLMReply:
         request = self._request(messages, params)

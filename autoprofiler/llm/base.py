@@ -163,17 +163,20 @@ def call_with_retries(
 class RemoteLLMClient(LLMClient):
     """An LLM behind an HTTP API, reached through the vendor SDK named ``provider``.
 
-    Subclasses implement ``_attempt`` (one request, made inside ``_sdk_errors()``); this class
-    imports the SDK, adds the bounded retries and logs the usage. ``timeout_s`` limits each
+    Subclasses name ``provider`` and the SDK's ``sdk_client_class`` and implement ``_attempt``
+    (one request, made inside ``_sdk_errors()``); this class imports the SDK, builds its
+    client, adds the bounded retries and logs the usage. ``timeout_s`` limits each
     attempt, streamed or not; ``sleep`` is the wait between attempts.
     """
 
     provider: str = "remote"
+    sdk_client_class: str = ""  # the SDK's client class, e.g. "OpenAI"
 
     def __init__(
         self,
         model: str,
         *,
+        api_key: str | None = None,
         base_url: str | None = None,
         timeout_s: float = 300.0,
         retry: RetryPolicy | None = None,
@@ -187,6 +190,10 @@ class RemoteLLMClient(LLMClient):
         self.stream = stream
         self._sleep = sleep
         self._sdk = import_sdk(self.provider)
+        with self._sdk_errors():
+            self._client = getattr(self._sdk, self.sdk_client_class)(
+                api_key=api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+            )
 
     @property
     def model_id(self) -> str:

@@ -25,17 +25,11 @@ from autoprofiler.llm.base import (
 class OpenAIClient(RemoteLLMClient):
     """Chat completions from ``model`` at ``base_url`` (OpenAI's API when None).
 
-    ``api_key`` falls back to ``OPENAI_API_KEY``; ``options`` are ``RemoteLLMClient``'s.
+    ``api_key`` falls back to ``OPENAI_API_KEY``; the arguments are ``RemoteLLMClient``'s.
     """
 
     provider = "openai"
-
-    def __init__(self, model: str, *, api_key: str | None = None, **options: Any) -> None:
-        super().__init__(model, **options)
-        with self._sdk_errors():
-            self._client = self._sdk.OpenAI(
-                api_key=api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
-            )
+    sdk_client_class = "OpenAI"
 
     def _attempt(self, messages: Sequence[ChatMessage], params: SamplingParams) -> LLMReply:
         request = self._request(messages, params)
