@@ -26,6 +26,14 @@ StoreOption = Annotated[
     Path, typer.Option("--store", help="SQLite store file (results are cached there).")
 ]
 DEFAULT_STORE = Path(".autoprofiler/store.sqlite")
+ProblemsArgument = Annotated[
+    Path, typer.Argument(help="Problems: file, folder, KernelBench or JSONL.")
+]
+LevelsOption = Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")]
+IdsOption = Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")]
+RecordingsOption = Annotated[
+    list[Path] | None, typer.Option(help="Recordings (.jsonl.gz) to import into the store.")
+]
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -86,8 +94,8 @@ def problems(
     path: Annotated[
         Path, typer.Argument(help="A .py file, folder, KernelBench checkout or JSONL.")
     ],
-    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
-    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+    levels: LevelsOption = None,
+    ids: IdsOption = None,
 ) -> None:
     """List the problems that load from PATH, and those that fail and why."""
     level_list, id_list = _levels_ids(levels, ids)
@@ -136,7 +144,6 @@ def eval_command(
     """Check CANDIDATE against PROBLEM in an isolated worker and time both."""
     from autoprofiler.evaluate import EvalConfig, evaluate
     from autoprofiler.report.verdict import verdict_table
-    from autoprofiler.store import Store, StoreError
 
     reference = _single_problem(problem)
     try:
@@ -150,11 +157,8 @@ def eval_command(
         rtol=rtol,
         time_compile_baseline=compile_baseline,
     )
-    try:
-        with Store(store) as db:
-            result = evaluate(reference, source, config, store=db, use_cache=not no_cache)
-    except StoreError as exc:
-        fail(str(exc))
+    with _open_store(store, None) as db:
+        result = evaluate(reference, source, config, store=db, use_cache=not no_cache)
     if as_json:
         typer.echo(result.to_json())
     else:
@@ -164,9 +168,9 @@ def eval_command(
 
 @app.command()
 def baselines(
-    path: Annotated[Path, typer.Argument(help="Problems: file, folder, KernelBench or JSONL.")],
-    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
-    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+    path: ProblemsArgument,
+    levels: LevelsOption = None,
+    ids: IdsOption = None,
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
     store: StoreOption = DEFAULT_STORE,
     output: Annotated[Path | None, typer.Option("-o", help="Write the results as JSON.")] = None,
@@ -179,9 +183,7 @@ def baselines(
     report = load_or_fail(path, levels, ids)
     config = EvalConfig(device=device)
     rows = []
-    from autoprofiler.store import Store
-
-    with Store(store) as db:
+    with _open_store(store, None) as db:
         for problem in report.problems:
             with console.status(f"{problem.key}: torch.compile vs eager"):
                 result = evaluate(problem, compiled_candidate(problem), config, store=db)
@@ -211,6 +213,32 @@ def _profiling_tree(tree: str | None, groups: list[str]):
         fail(str(exc))
 
 
+def _open_store(store: Path, recordings: list[Path] | None):
+    """The store at ``store`` with ``recordings`` imported into it, or one error line."""
+    from autoprofiler.profile import import_recordings
+    from autoprofiler.store import Store, StoreError
+
+    try:
+        db = Store(store)
+    except StoreError as exc:
+        fail(str(exc))
+    for file in recordings or []:
+        try:
+            count = import_recordings(file, db)
+        except (OSError, ValueError) as exc:
+            db.close()
+            fail(f"{file}: cannot import recordings: {exc}")
+        console.print(f"imported {count} recordings from {file}")
+    return db
+
+
+def _profiler_for(db, device_key: str, replay: bool):
+    """Recorded profiles from the store when replaying, else the live profilers."""
+    from autoprofiler.profile import RecordedProfiler, default_profiler
+
+    return RecordedProfiler(db, device_key) if replay else default_profiler(device_key)
+
+
 def _current_device_key(fallback: str) -> str:
     import torch
 
@@ -221,7 +249,7 @@ def _current_device_key(fallback: str) -> str:
 
 @app.command()
 def profile(
-    path: Annotated[Path, typer.Argument(help="Problems: file, folder, KernelBench or JSONL.")],
+    path: ProblemsArgument,
     tree: Annotated[
         str | None, typer.Option(help="Profiling tree: a JSON file or a fixed name (full, ...).")
     ] = None,
@@ -237,14 +265,12 @@ def profile(
     replay: Annotated[
         bool, typer.Option("--replay", help="Replay recorded profiles instead of profiling.")
     ] = False,
-    recordings: Annotated[
-        list[Path] | None, typer.Option(help="Recordings (.jsonl.gz) to import into the store.")
-    ] = None,
+    recordings: RecordingsOption = None,
     device: Annotated[
         str, typer.Option(help="Device the recordings are of (default: this GPU, else H200).")
     ] = "",
-    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
-    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+    levels: LevelsOption = None,
+    ids: IdsOption = None,
     store: StoreOption = DEFAULT_STORE,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary lines.")] = False,
 ) -> None:
@@ -252,29 +278,15 @@ def profile(
     from autoprofiler.profile import (
         GROUPS,
         ProfilerError,
-        RecordedProfiler,
-        default_profiler,
-        import_recordings,
         record_profiles,
         render_profile,
     )
-    from autoprofiler.store import Store, StoreError
 
     report = load_or_fail(path, levels, ids)
     names = _group_list(groups)
     device_key = device or _current_device_key("cpu" if record else "H200")
-    try:
-        db = Store(store)
-    except StoreError as exc:
-        fail(str(exc))
-    with db:
-        for file in recordings or []:
-            try:
-                count = import_recordings(file, db)
-            except (OSError, ValueError) as exc:
-                fail(f"{file}: cannot import recordings: {exc}")
-            console.print(f"imported {count} recordings from {file}")
-        profiler = RecordedProfiler(db, device_key) if replay else default_profiler(device_key)
+    with _open_store(store, recordings) as db:
+        profiler = _profiler_for(db, device_key, replay)
         try:
             if record:
                 wanted = names or list(GROUPS)
@@ -320,7 +332,7 @@ def make_rewriter(kind: str, llm: str | None, base_url: str | None, store):
 
 @app.command()
 def optimize(
-    path: Annotated[Path, typer.Argument(help="Problems: file, folder, KernelBench or JSONL.")],
+    path: ProblemsArgument,
     tree: Annotated[
         str, typer.Option(help="Profiling tree: a JSON file or a fixed name (none, full, ...).")
     ] = "none",
@@ -337,9 +349,7 @@ def optimize(
     replay: Annotated[
         bool, typer.Option("--replay", help="Take profiles from recordings in the store.")
     ] = False,
-    recordings: Annotated[
-        list[Path] | None, typer.Option(help="Recordings (.jsonl.gz) to import into the store.")
-    ] = None,
+    recordings: RecordingsOption = None,
     profile_device: Annotated[
         str, typer.Option(help="Device of the recordings / roofline (default: this GPU or H200).")
     ] = "",
@@ -349,8 +359,8 @@ def optimize(
     compile_baseline: Annotated[
         bool, typer.Option("--compile-baseline", help="Also time torch.compile of the reference.")
     ] = False,
-    levels: Annotated[str | None, typer.Option(help="KernelBench levels, e.g. 1,2.")] = None,
-    ids: Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41.")] = None,
+    levels: LevelsOption = None,
+    ids: IdsOption = None,
     out: Annotated[Path, typer.Option(help="Folder for the candidates written.")] = Path(
         ".autoprofiler/candidates"
     ),
@@ -359,15 +369,9 @@ def optimize(
 ) -> None:
     """Profile each problem with the tree, rewrite it once, then check and time the candidate."""
     from autoprofiler.evaluate import EvalConfig, evaluate
-    from autoprofiler.profile import (
-        ProfilerError,
-        RecordedProfiler,
-        default_profiler,
-        import_recordings,
-    )
+    from autoprofiler.profile import ProfilerError
     from autoprofiler.report.verdict import optimize_table
     from autoprofiler.rewrite import RewriteContext
-    from autoprofiler.store import Store, StoreError
 
     report = load_or_fail(path, levels, ids)
     chosen_tree = _profiling_tree(tree, [])
@@ -381,18 +385,9 @@ def optimize(
     )
     device_key = profile_device or _current_device_key("H200")
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        db = Store(store)
-    except StoreError as exc:
-        fail(str(exc))
     rows = []
-    with db:
-        for file in recordings or []:
-            try:
-                import_recordings(file, db)
-            except (OSError, ValueError) as exc:
-                fail(f"{file}: cannot import recordings: {exc}")
-        profiler = RecordedProfiler(db, device_key) if replay else default_profiler(device_key)
+    with _open_store(store, recordings) as db:
+        profiler = _profiler_for(db, device_key, replay)
         chosen_rewriter = make_rewriter(rewriter, llm, base_url, db)
         for problem in report.problems:
             with console.status(f"{problem.key}: profiling, rewriting, evaluating"):
