@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -11,6 +12,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autoprofiler.learn.cli import (
+    EvaluatedDeviceOption,
+    EvaluationsOption,
+    ExecutorOption,
+    RayAddressOption,
+    WorkersOption,
+)
 from autoprofiler.problem import LoadReport, Problem, ProblemError, load_problems
 
 app = typer.Typer(
@@ -34,6 +42,9 @@ IdsOption = Annotated[str | None, typer.Option(help="Problem ids, e.g. 1-20,41."
 RecordingsOption = Annotated[
     list[Path] | None, typer.Option(help="Recordings (.jsonl.gz) to import into the store.")
 ]
+# Also shared, defined in autoprofiler.learn.cli (which this module imports): EvaluationsOption,
+# EvaluatedDeviceOption, and for where evaluations run (make_executor), ExecutorOption,
+# WorkersOption and RayAddressOption.
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -115,17 +126,72 @@ def problems(
         raise typer.Exit(1)
 
 
-def _single_problem(path: Path) -> Problem:
-    report = load_or_fail(path)
-    if len(report.problems) != 1:
-        fail(f"{path}: holds {len(report.problems)} problems; name one file")
-    return report.problems[0]
+def _candidate_sources(problems: list[Problem], candidate: Path) -> list[tuple[Problem, str]]:
+    """Each problem with its candidate: CANDIDATE for one problem, else CANDIDATE/<name>.py."""
+
+    def read(path: Path) -> str:
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"{path}: cannot read: {exc}")
+
+    if not candidate.is_dir():
+        if len(problems) != 1:
+            fail(f"{len(problems)} problems: give a folder of <problem name>.py candidates")
+        return [(problems[0], read(candidate))]
+    found = [(p, candidate / f"{p.name}.py") for p in problems]
+    missing = [p.name for p, path in found if not path.is_file()]
+    if len(missing) == len(problems):
+        fail(f"{candidate}: no <problem name>.py for any of the {len(problems)} problems")
+    if missing:
+        errors.print(
+            f"[yellow]no candidate for {len(missing)} problems:[/yellow] {', '.join(missing)}",
+            highlight=False,
+        )
+    return [(p, read(path)) for p, path in found if path.is_file()]
+
+
+def make_executor(kind: str, workers: int | None, ray_address: str | None):
+    """The executor ``--executor``, ``--workers`` and ``--ray-address`` ask for (a context
+    manager), or one error line."""
+    from autoprofiler.execute import ExecutorError, open_executor
+
+    try:
+        return open_executor(kind, workers, ray_address)
+    except ExecutorError as exc:
+        fail(str(exc))
+
+
+def evaluate_all(pairs: list[tuple[Problem, str]], config, executor, db, use_cache: bool = True):
+    """``{(problem hash, candidate source): EvalResult}`` for ``pairs``, evaluated on
+    ``executor`` (stored as they finish) under a progress line. Ctrl-C keeps what finished and
+    leaves with 130; an executor error is one line."""
+    from autoprofiler.execute import ExecutorError, evaluate_many
+
+    results = {}
+    try:
+        with console.status(f"evaluating {len(pairs)} candidates") as status:
+            for done in evaluate_many(
+                pairs, config, executor=executor, store=db, use_cache=use_cache
+            ):
+                results[(done.problem.content_hash, done.source)] = done.result
+                status.update(f"evaluated {len(results)} of {len(pairs)}; {done.problem.key}")
+    except ExecutorError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail(f"interrupted: {len(results)} of {len(pairs)} results kept in the store", 130)
+    return results
 
 
 @app.command(name="eval")
 def eval_command(
-    problem: Annotated[Path, typer.Argument(help="The reference problem (.py).")],
-    candidate: Annotated[Path, typer.Argument(help="The candidate source defining ModelNew.")],
+    problem: Annotated[
+        Path, typer.Argument(help="The reference problem (.py), or problems: folder or JSONL.")
+    ],
+    candidate: Annotated[
+        Path,
+        typer.Argument(help="The candidate defining ModelNew, or a folder of <problem name>.py."),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     trials: Annotated[int, typer.Option(help="Correctness trials with fresh inputs.")] = 5,
     atol: Annotated[
@@ -138,18 +204,23 @@ def eval_command(
     compile_baseline: Annotated[
         bool, typer.Option("--compile-baseline", help="Also time torch.compile of the reference.")
     ] = False,
+    levels: LevelsOption = None,
+    ids: IdsOption = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Evaluate again.")] = False,
+    executor: ExecutorOption = "local",
+    workers: WorkersOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
-    """Check CANDIDATE against PROBLEM in an isolated worker and time both."""
-    from autoprofiler.evaluate import EvalConfig, evaluate
-    from autoprofiler.report.verdict import verdict_table
+    """Check CANDIDATE against PROBLEM in an isolated worker and time both.
 
-    reference = _single_problem(problem)
-    try:
-        source = candidate.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{candidate}: cannot read: {exc}")
+    With many problems, CANDIDATE is a folder holding <problem name>.py for each (what
+    optimize --out writes); the evaluations run in parallel on the executor's workers.
+    """
+    from autoprofiler.evaluate import EvalConfig
+    from autoprofiler.report.verdict import results_table, verdict_table
+
+    pairs = _candidate_sources(load_or_fail(problem, levels, ids).problems, candidate)
     config = EvalConfig(
         device=device,
         correctness_trials=trials,
@@ -157,13 +228,18 @@ def eval_command(
         rtol=rtol,
         time_compile_baseline=compile_baseline,
     )
-    with _open_store(store, None) as db:
-        result = evaluate(reference, source, config, store=db, use_cache=not no_cache)
-    if as_json:
-        typer.echo(result.to_json())
+    with _open_store(store, None) as db, make_executor(executor, workers, ray_address) as pool:
+        found = evaluate_all(pairs, config, pool, db, use_cache=not no_cache)
+    rows = [(p.key, found[(p.content_hash, source)]) for p, source in pairs]
+    if len(rows) == 1 and as_json:
+        typer.echo(rows[0][1].to_json())
+    elif len(rows) == 1:
+        console.print(verdict_table(rows[0][0], candidate.name, rows[0][1]))
+    elif as_json:
+        typer.echo(json.dumps([{"problem": k, **r.to_dict()} for k, r in rows], indent=1))
     else:
-        console.print(verdict_table(reference.key, candidate.name, result))
-    raise typer.Exit(0 if result.correct else 1)
+        console.print(results_table(f"{len(rows)} candidates from {candidate}", rows))
+    raise typer.Exit(0 if all(r.correct for _, r in rows) else 1)
 
 
 @app.command()
@@ -215,7 +291,7 @@ def _profiling_tree(tree: str | None, groups: list[str]):
 
 def _open_store(store: Path, recordings: list[Path] | None):
     """The store at ``store`` with ``recordings`` imported into it, or one error line."""
-    from autoprofiler.profile import import_recordings
+    from autoprofiler.profile import ProfilerError, import_recordings
     from autoprofiler.store import Store, StoreError
 
     try:
@@ -225,11 +301,41 @@ def _open_store(store: Path, recordings: list[Path] | None):
     for file in recordings or []:
         try:
             count = import_recordings(file, db)
+        except ProfilerError as exc:  # already names the file
+            db.close()
+            fail(str(exc))
         except (OSError, ValueError) as exc:
             db.close()
             fail(f"{file}: cannot import recordings: {exc}")
         console.print(f"imported {count} recordings from {file}")
     return db
+
+
+def replay_device_for(db, files: list[Path] | None, wanted: str = "") -> str | None:
+    """Import recorded evaluations into ``db`` and choose the device whose results are
+    replayed: ``wanted``, else the only one in ``files``; None (evaluate for real) with
+    neither. Bad input is one error line."""
+    from autoprofiler.evaluate import EvaluationsFileError, evaluated_devices, import_evaluations
+
+    devices: dict[str, None] = {}
+    for file in files or []:
+        try:
+            imported = import_evaluations(file, db)
+        except EvaluationsFileError as exc:
+            fail(str(exc))
+        devices.update(dict.fromkeys(imported.devices))
+        console.print(f"imported {imported.evaluations} recorded evaluations from {file}")
+    if wanted:
+        if wanted not in evaluated_devices(db):
+            recorded = ", ".join(evaluated_devices(db)) or "none"
+            fail(f"no evaluations recorded on {wanted!r} in the store (recorded: {recorded})")
+        return wanted
+    if not files:
+        return None
+    if len(devices) != 1:
+        shown = ", ".join(devices) or "none"
+        fail(f"choose the evaluations to replay with --evaluated-device (recorded: {shown})")
+    return next(iter(devices))
 
 
 def _profiler_for(db, device_key: str, replay: bool):
@@ -273,15 +379,18 @@ def profile(
     ids: IdsOption = None,
     store: StoreOption = DEFAULT_STORE,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary lines.")] = False,
+    executor: ExecutorOption = "local",
+    workers: WorkersOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
-    """Profile problems with a tree (or a list of groups) within a budget, or record them."""
-    from autoprofiler.profile import (
-        GROUPS,
-        ProfilerError,
-        record_profiles,
-        render_profile,
-    )
+    """Profile problems with a tree (or a list of groups) within a budget, or record them.
 
+    --record runs chunks of problems on the executor's workers (one per GPU by default).
+    """
+    from autoprofiler.profile import GROUPS, ProfilerError, render_profile
+
+    if record and replay:
+        fail("--record profiles for real: it cannot take --replay")
     report = load_or_fail(path, levels, ids)
     names = _group_list(groups)
     device_key = device or _current_device_key("cpu" if record else "H200")
@@ -290,7 +399,8 @@ def profile(
         try:
             if record:
                 wanted = names or list(GROUPS)
-                done = record_profiles(report.problems, wanted, db, device_key, profiler)
+                with make_executor(executor, workers, ray_address) as pool:
+                    done = _record(pool, db, report.problems, wanted, device_key)
                 console.print(
                     f"recorded {done.recorded}, already there {done.skipped}, "
                     f"failed {done.failed} ({device_key}, {done.seconds:.0f} s)"
@@ -311,14 +421,38 @@ def profile(
             fail(str(exc))
 
 
+def _record(executor, db, problems: list[Problem], groups: list[str], device_key: str):
+    """``record_many`` under a progress line; Ctrl-C keeps the chunks that finished."""
+    from autoprofiler.execute import ExecutorError, record_many
+
+    try:
+        with console.status(f"recording {len(groups)} groups of {len(problems)} problems"):
+            return record_many(executor, db, problems, groups, device_key)
+    except ExecutorError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted: the chunks recorded so far are kept in the store", 130)
+
+
+RULES_WITHOUT = "rules-without-"
+
+
 def make_rewriter(kind: str, llm: str | None, base_url: str | None, store):
-    """The rewriter a command asked for, or one error line."""
-    if kind == "rules":
+    """The rewriter a command asked for, or one error line.
+
+    ``rules-without-A-B`` is the rule rewriter with transformations A and B left out (the name
+    that rewriter gives itself), e.g. ``rules-without-compile_max_autotune``.
+    """
+    if kind == "rules" or kind.startswith(RULES_WITHOUT):
         from autoprofiler.rewrite.rules import RuleRewriter
 
-        return RuleRewriter()
+        left_out = kind[len(RULES_WITHOUT) :].split("-") if kind != "rules" else []
+        try:
+            return RuleRewriter(exclude=left_out)
+        except KeyError as exc:
+            fail(f"--rewriter {kind}: {exc.args[0]}")
     if kind != "llm":
-        fail(f"--rewriter must be rules or llm, not {kind!r}")
+        fail(f"--rewriter must be rules, rules-without-NAME or llm, not {kind!r}")
     from autoprofiler.llm import LLMConfig, LLMError, make_client
     from autoprofiler.rewrite.llm_rewriter import LLMRewriter
 
@@ -339,7 +473,9 @@ def optimize(
     budget: Annotated[
         float | None, typer.Option(help="Profiling budget in seconds per problem.")
     ] = None,
-    rewriter: Annotated[str, typer.Option(help="rules (built in) or llm.")] = "rules",
+    rewriter: Annotated[
+        str, typer.Option(help="rules (built in), rules-without-NAME (one rule left out) or llm.")
+    ] = "rules",
     llm: Annotated[
         str | None, typer.Option(help="openai:MODEL or anthropic:MODEL (with --rewriter llm).")
     ] = None,
@@ -350,6 +486,8 @@ def optimize(
         bool, typer.Option("--replay", help="Take profiles from recordings in the store.")
     ] = False,
     recordings: RecordingsOption = None,
+    evaluations: EvaluationsOption = None,
+    evaluated_device: EvaluatedDeviceOption = "",
     profile_device: Annotated[
         str, typer.Option(help="Device of the recordings / roofline (default: this GPU or H200).")
     ] = "",
@@ -388,6 +526,8 @@ def optimize(
     rows = []
     with _open_store(store, recordings) as db:
         profiler = _profiler_for(db, device_key, replay)
+        replayed = replay_device_for(db, evaluations, evaluated_device)
+        config = dataclasses.replace(config, replay_device=replayed)
         chosen_rewriter = make_rewriter(rewriter, llm, base_url, db)
         for problem in report.problems:
             with console.status(f"{problem.key}: profiling, rewriting, evaluating"):
@@ -433,11 +573,15 @@ def optimize(
 
 
 def _mount_subcommands() -> None:
+    from autoprofiler.bench.cli import bench_command
     from autoprofiler.learn.cli import learn_command
+    from autoprofiler.report.cli import report_command
     from autoprofiler.tree.cli import tree_app
 
     app.add_typer(tree_app, name="tree", help="Show, check and draw profiling trees.")
     app.command(name="learn")(learn_command)
+    app.command(name="bench")(bench_command)
+    app.command(name="report")(report_command)
 
 
 _mount_subcommands()

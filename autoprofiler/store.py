@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
     key TEXT PRIMARY KEY, problem_hash TEXT NOT NULL, candidate_hash TEXT NOT NULL,
     device TEXT NOT NULL, config_hash TEXT NOT NULL, result TEXT NOT NULL,
     created REAL NOT NULL DEFAULT (julianday('now')));
+CREATE INDEX IF NOT EXISTS evaluations_by_pair ON evaluations (problem_hash, candidate_hash);
 CREATE TABLE IF NOT EXISTS baselines (
     key TEXT PRIMARY KEY, problem_hash TEXT NOT NULL, device TEXT NOT NULL,
     kind TEXT NOT NULL, result TEXT NOT NULL);
@@ -155,6 +156,20 @@ class Store:
     def get_candidate_source(self, candidate_hash: str) -> str | None:
         return self._one("SELECT source FROM candidates WHERE hash=?", (candidate_hash,))
 
+    def get_candidate(self, candidate_hash: str) -> dict | None:
+        """The candidate row: ``problem_hash``, ``producer``, ``profile_hash``, ``source``,
+        ``info``; None when unknown."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT problem_hash, producer, profile_hash, source, info FROM candidates"
+                " WHERE hash=?",
+                (candidate_hash,),
+            ).fetchone()
+        if row is None:
+            return None
+        names = ("problem_hash", "producer", "profile_hash", "source")
+        return {**dict(zip(names, row[:4])), "info": json.loads(row[4])}
+
     # evaluations ----------------------------------------------------------------------------
     def put_evaluation(
         self,
@@ -175,6 +190,28 @@ class Store:
         text = self._one("SELECT result FROM evaluations WHERE key=?", (key,))
         return None if text is None else json.loads(text)
 
+    def find_evaluation(
+        self, problem_hash: str, candidate_hash: str, device: str, config_hash: str
+    ) -> dict | None:
+        """The newest result for the pair on ``device`` under ``config_hash``, whatever the
+        torch version that produced it (None when there is none)."""
+        text = self._one(
+            "SELECT result FROM evaluations WHERE problem_hash=? AND candidate_hash=?"
+            " AND device=? AND config_hash=? ORDER BY created DESC, rowid DESC LIMIT 1",
+            (problem_hash, candidate_hash, device, config_hash),
+        )
+        return None if text is None else json.loads(text)
+
+    def iter_evaluations(self, device: str | None = None) -> Iterator[tuple]:
+        """``(key, problem_hash, candidate_hash, device, config_hash, result)`` rows, oldest
+        first (on ``device`` when given)."""
+        yield from self._rows(
+            "SELECT key, problem_hash, candidate_hash, device, config_hash, result"
+            " FROM evaluations",
+            device,
+            "created, rowid",
+        )
+
     def count(self, table: str) -> int:
         if table not in {"problems", "candidates", "evaluations", "baselines", "profile_records"}:
             raise ValueError(f"unknown table {table!r}")
@@ -190,6 +227,22 @@ class Store:
     def get_baseline(self, key: str) -> dict | None:
         text = self._one("SELECT result FROM baselines WHERE key=?", (key,))
         return None if text is None else json.loads(text)
+
+    def iter_baselines(self, device: str | None = None) -> Iterator[tuple]:
+        """``(key, problem_hash, device, kind, result)`` rows (on ``device`` when given)."""
+        yield from self._rows(
+            "SELECT key, problem_hash, device, kind, result FROM baselines", device, "key"
+        )
+
+    def _rows(self, select: str, device: str | None, order: str) -> Iterator[tuple]:
+        """Rows of ``select`` (filtered by ``device``), the last column decoded from JSON."""
+        sql, params = select, ()
+        if device is not None:
+            sql, params = f"{sql} WHERE device=?", (device,)
+        with self._lock:
+            rows = self._db.execute(f"{sql} ORDER BY {order}", params).fetchall()
+        for *columns, text in rows:
+            yield (*columns, json.loads(text))
 
     # recorded profiles ----------------------------------------------------------------------
     def put_profile_record(self, problem_hash: str, device: str, group: str, profile: dict):
@@ -235,3 +288,12 @@ class Store:
     def get(self, space: str, key: str) -> Any | None:
         text = self._one("SELECT value FROM kv WHERE space=? AND key=?", (space, key))
         return None if text is None else json.loads(text)
+
+    def iter_space(self, space: str) -> Iterator[tuple[str, Any]]:
+        """``(key, value)`` of every entry of a key-value space, in key order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM kv WHERE space=? ORDER BY key", (space,)
+            ).fetchall()
+        for key, text in rows:
+            yield key, json.loads(text)

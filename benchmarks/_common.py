@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -9,6 +10,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def add_problem_arguments(parser) -> None:
+    """The positional problems path and the ``--levels``/``--ids`` selection."""
+    parser.add_argument("problems", help=".py file, folder, KernelBench checkout or JSONL")
+    parser.add_argument("--levels", type=int, nargs="*", help="KernelBench levels to keep")
+    parser.add_argument("--ids", type=int, nargs="*", help="KernelBench problem ids to keep")
+
+
+def in_id_order(problems: list, wanted_ids: list[int] | None) -> list:
+    """Problems in the order of ``wanted_ids``, levels alternating within an id, so that a
+    run cut short by a deadline has covered the levels evenly."""
+    if not wanted_ids:
+        return problems
+    rank = {pid: i for i, pid in enumerate(wanted_ids)}
+    return sorted(problems, key=lambda p: (rank.get(p.problem_id, len(rank)), p.level or 0))
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -28,3 +45,11 @@ def append_jsonl(path: Path, row: dict) -> None:
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")
         handle.flush()
+
+
+def add_report_arguments(parser: argparse.ArgumentParser, markdown: str) -> None:
+    """``--report ROWS --markdown FILE --command TEXT``: write the results table from rows
+    measured earlier (and name the command that measured them) instead of measuring."""
+    parser.add_argument("--report", type=Path, help="write the markdown table from these rows")
+    parser.add_argument("--markdown", type=Path, default=Path(markdown))
+    parser.add_argument("--command", default="", help="the measuring command, for the report")

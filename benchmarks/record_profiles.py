@@ -18,11 +18,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import argparse
 import json
 import logging
 import time
+
+from _common import add_problem_arguments, in_id_order
 
 from autoprofiler.problem import ProblemError, load_problems
 from autoprofiler.profile import (
@@ -43,14 +46,12 @@ from autoprofiler.profile.recording import metric_names_by_group, recorded_failu
 from autoprofiler.store import Store
 
 log = logging.getLogger("record_profiles")
-EXPORT_RESERVE_S = 45.0
+EXPORT_RESERVE_S = 20.0
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("problems", help=".py file, folder, KernelBench checkout or JSONL")
-    parser.add_argument("--levels", type=int, nargs="*", help="KernelBench levels to keep")
-    parser.add_argument("--ids", type=int, nargs="*", help="KernelBench problem ids to keep")
+    add_problem_arguments(parser)
     parser.add_argument("--limit", type=int, help="record only the first N problems")
     parser.add_argument("--store", required=True, help="SQLite store to record into")
     parser.add_argument("--out", help="folder for the exports (default: the store's folder)")
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
         loaded = load_problems(args.problems, levels=args.levels, ids=args.ids)
-        problems = loaded.problems[: args.limit] if args.limit else loaded.problems
+        ordered = in_id_order(loaded.problems, args.ids)
+        problems = ordered[: args.limit] if args.limit else ordered
         groups = [get_group(g) for g in args.groups] if args.groups else list(GROUPS.values())
         device = _device(args.device)
     except (ProblemError, ProfilerError, ValueError) as exc:

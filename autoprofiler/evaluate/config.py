@@ -20,6 +20,8 @@ class EvalConfig:
     ``other_shape`` adds a correctness trial at a second input shape where the problem allows
     one (``autoprofiler.evaluate.shapes``). ``memory_limit_gb`` caps the worker's address space
     (``RLIMIT_AS``) on CPU runs. ``sandbox`` is None or ``"bwrap"`` (docs/SECURITY.md).
+    ``replay_device`` (a device label such as ``"cuda:NVIDIA H200"``) replays results recorded
+    on that device instead of running anything (``autoprofiler.evaluate.recorded``).
     """
 
     device: str = "auto"
@@ -39,6 +41,7 @@ class EvalConfig:
     other_shape: bool = True
     memory_limit_gb: float | None = None
     sandbox: str | None = None
+    replay_device: str | None = None
 
     def tolerance_for(self, dtype_name: str) -> tuple[float, float]:
         """(atol, rtol) for an output dtype such as ``"float32"``."""
@@ -57,8 +60,16 @@ class EvalConfig:
 
     @property
     def config_hash(self) -> str:
-        """Hash of the settings that change a verdict (limits and isolation excluded)."""
+        """Hash of the settings that change a verdict (limits, isolation, replay and whether
+        torch.compile of the reference is timed beside it excluded)."""
         data = self.to_dict()
-        for key in ("compile_timeout_s", "run_timeout_s", "memory_limit_gb", "sandbox"):
+        for key in (
+            "time_compile_baseline",
+            "compile_timeout_s",
+            "run_timeout_s",
+            "memory_limit_gb",
+            "sandbox",
+            "replay_device",
+        ):
             data.pop(key)
         return content_key(data)[:16]

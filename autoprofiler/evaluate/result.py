@@ -23,6 +23,7 @@ class FailureKind(str, Enum):
     WRONG_VALUES = "wrong_values"
     CHEAT = "cheat"
     REFERENCE_ERROR = "reference_error"
+    NOT_RECORDED = "not_recorded"  # replaying recorded evaluations, and this one is not there
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from autoprofiler.evaluate.checks import scan_source
 from autoprofiler.evaluate.config import EvalConfig
+from autoprofiler.evaluate.recorded import replay_evaluation
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding
 from autoprofiler.evaluate.sandbox import exit_status, sandbox_command
 from autoprofiler.problem import Problem, source_hash
@@ -65,13 +66,20 @@ def device_name(device: str) -> str:
     return _device_cache[device]
 
 
+def evaluation_device(config: EvalConfig) -> str:
+    """The device label ``config``'s results are (or were, when replaying) produced on."""
+    return config.replay_device or device_name(config.device)
+
+
 def evaluation_key(problem: Problem, candidate_hash: str, config: EvalConfig) -> str:
+    """The store key of an evaluation: problem, candidate, device label (the replayed one when
+    replaying: no GPU is asked for its name), configuration and torch version."""
     import torch
 
     return content_key(
         problem.content_hash,
         candidate_hash,
-        device_name(config.device),
+        evaluation_device(config),
         config.config_hash,
         torch.__version__,
     )
@@ -92,16 +100,18 @@ def evaluate(
     memory) ends as a failed ``EvalResult``; the caller never crashes or hangs. With a store,
     a result for the same problem, candidate, device and configuration is reused. A sandbox
     that cannot be used raises :class:`~autoprofiler.evaluate.sandbox.SandboxError`.
+
+    With ``config.replay_device`` set, nothing runs: the result recorded on that device is
+    returned (``autoprofiler.evaluate.recorded``), or a ``NOT_RECORDED`` failure.
     """
     config = config or EvalConfig()
     candidate_hash = source_hash(candidate_source)
-    key = evaluation_key(problem, candidate_hash, config)
+    if config.replay_device is not None:
+        return replay_evaluation(problem, candidate_hash, config, store)
     if store is not None and use_cache:
-        cached = store.get_evaluation(key)
+        cached = cached_evaluation(store, problem, candidate_source, config)
         if cached is not None:
-            result = EvalResult.from_dict(cached)
-            result.from_cache = True
-            return result
+            return cached
     work_dir = (work_root or default_work_root()) / "candidates" / candidate_hash
     work_dir.mkdir(parents=True, exist_ok=True)
     candidate_path = work_dir / "candidate.py"
@@ -114,18 +124,45 @@ def evaluate(
     if compile_baseline is not None:
         result.compiled_reference = compile_baseline
     if store is not None:
-        store.put_problem(problem)
-        store.put_candidate(candidate_hash, problem.content_hash, candidate_source, "user")
-        store.put_evaluation(
-            key,
-            problem.content_hash,
-            candidate_hash,
-            result.device or device_name(config.device),
-            config.config_hash,
-            result.to_dict(),
-        )
-        _store_baselines(store, problem, config, result)
+        store_evaluation(store, problem, candidate_source, config, result)
     return result
+
+
+def cached_evaluation(
+    store: Store, problem: Problem, candidate_source: str, config: EvalConfig
+) -> EvalResult | None:
+    """The stored result of this evaluation (``from_cache`` set), or None."""
+    key = evaluation_key(problem, source_hash(candidate_source), config)
+    cached = store.get_evaluation(key)
+    if cached is None:
+        return None
+    result = EvalResult.from_dict(cached)
+    result.from_cache = True
+    return result
+
+
+def store_evaluation(
+    store: Store,
+    problem: Problem,
+    candidate_source: str,
+    config: EvalConfig,
+    result: EvalResult,
+    key: str | None = None,
+) -> None:
+    """Write ``result`` (evaluated here or by an executor's worker, whose ``evaluation_key``
+    is ``key``) with its problem, candidate and baselines, as ``evaluate`` does."""
+    candidate_hash = source_hash(candidate_source)
+    store.put_problem(problem)
+    store.put_candidate(candidate_hash, problem.content_hash, candidate_source, "user")
+    store.put_evaluation(
+        key or evaluation_key(problem, candidate_hash, config),
+        problem.content_hash,
+        candidate_hash,
+        result.device or device_name(config.device),
+        config.config_hash,
+        result.to_dict(),
+    )
+    _store_baselines(store, problem, config, result)
 
 
 def _baseline_key(problem: Problem, config: EvalConfig, kind: str) -> str:
@@ -215,8 +252,9 @@ def _run_worker(
 ) -> EvalResult:
     began = time.perf_counter()
     prefix = sandbox_command(config.sandbox, work_dir) if config.sandbox else []
-    result_path = work_dir / f"result-{os.getpid()}-{time.monotonic_ns()}.json"
-    job_path = work_dir / "job.json"
+    run_id = f"{os.getpid()}-{time.monotonic_ns()}"  # runs of one candidate may overlap
+    result_path = work_dir / f"result-{run_id}.json"
+    job_path = work_dir / f"job-{run_id}.json"
     env, write_roots = _worker_env(work_dir, config)
     read_fd, write_fd = os.pipe()
     job = {
@@ -231,7 +269,7 @@ def _run_worker(
         "write_roots": write_roots,
     }
     job_path.write_text(json.dumps(job), encoding="utf-8")
-    log_path = work_dir / "worker.log"
+    log_path = work_dir / f"worker-{run_id}.log"
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
             [*prefix, sys.executable, "-m", "autoprofiler.evaluate.worker", str(job_path)],
@@ -257,6 +295,8 @@ def _run_worker(
             returncode, timed_out_in, config, _log_tail(log_path)
         )
         result.compiled = timed_out_in in ("run", "exit")
+    with contextlib.suppress(OSError):
+        log_path.replace(work_dir / "worker.log")  # the last run's log
     result.wall_s = time.perf_counter() - began
     return result
 

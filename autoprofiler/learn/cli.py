@@ -30,6 +30,78 @@ class ProposerKind(str, Enum):
 
 
 DEVICES = ("auto", "cuda", "cpu")
+# Shared with the other commands that evaluate (``autoprofiler.cli`` imports this module lazily).
+EvaluationsOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--evaluations",
+        help="Recorded evaluations (.jsonl.gz) to replay instead of evaluating; repeatable.",
+    ),
+]
+EvaluatedDeviceOption = Annotated[
+    str,
+    typer.Option(
+        "--evaluated-device",
+        help="Replay the evaluations recorded on this device, e.g. 'cuda:NVIDIA H200' "
+        "(default: the only one in --evaluations).",
+    ),
+]
+# Shared with ``autoprofiler bench``.
+RecordingFilesOption = Annotated[
+    list[Path] | None,
+    typer.Option("--recordings", help="Recorded profiles (.jsonl.gz) to import; repeatable."),
+]
+RecordedDeviceOption = Annotated[
+    str,
+    typer.Option("--recorded-device", help="Device of the recordings (default: the only one)."),
+]
+RewriterOption = Annotated[
+    str,
+    typer.Option(
+        "--rewriter", help="rules, rules-without-NAME, llm, or MODULE:NAME of a Rewriter."
+    ),
+]
+ProposerOption = Annotated[
+    ProposerKind, typer.Option("--proposer", help="search (offline local search) or llm.")
+]
+EditsPerRoundOption = Annotated[
+    int, typer.Option("--edits-per-round", min=1, help="Edits asked of the proposer a round.")
+]
+ObjectiveOption = Annotated[
+    str, typer.Option("--objective", help="geomean_speedup, fast_1 or correct_rate.")
+]
+DeviceOption = Annotated[
+    str, typer.Option("--device", help="Evaluate candidates on auto, cuda or cpu.")
+]
+LLMOption = Annotated[
+    str | None,
+    typer.Option("--llm", help="openai:MODEL or anthropic:MODEL, for the llm choices."),
+]
+BaseURLOption = Annotated[
+    str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")
+]
+ExecutorOption = Annotated[
+    str,
+    typer.Option(
+        "--executor", help="Where evaluations run: local (a worker per GPU) or ray (a cluster)."
+    ),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Workers (default: one per visible GPU, else one CPU worker); with ray, the most "
+        "jobs at once.",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="Ray cluster to join: auto, HOST:PORT or ray://HOST:PORT (default: a local one).",
+    ),
+]
 
 
 def learn_command(
@@ -44,10 +116,9 @@ def learn_command(
             help="Problems: file, folder, KernelBench or JSONL (default: all in the recordings).",
         ),
     ] = None,
-    recordings: Annotated[
-        list[Path] | None,
-        typer.Option("--recordings", help="Recorded profiles (.jsonl.gz) to import; repeatable."),
-    ] = None,
+    recordings: RecordingFilesOption = None,
+    evaluations: EvaluationsOption = None,
+    evaluated_device: EvaluatedDeviceOption = "",
     train: Annotated[
         str,
         typer.Option(
@@ -59,25 +130,19 @@ def learn_command(
     budget: Annotated[
         float, typer.Option("--budget", min=0.0, help="Profiling budget per problem, seconds.")
     ] = 20.0,
-    rewriter: Annotated[
-        str, typer.Option("--rewriter", help="rules, llm, or MODULE:NAME of a Rewriter.")
-    ] = "rules",
-    proposer: Annotated[
-        ProposerKind, typer.Option("--proposer", help="search (offline local search) or llm.")
-    ] = ProposerKind.search,
+    rewriter: RewriterOption = "rules",
+    proposer: ProposerOption = ProposerKind.search,
     iterations: Annotated[
         int, typer.Option("--iterations", min=0, help="Rounds of proposals in the study.")
     ] = 10,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the study after its last trial.")
     ] = False,
-    device: Annotated[
-        str, typer.Option("--device", help="Evaluate candidates on auto, cuda or cpu.")
-    ] = "auto",
-    recorded_device: Annotated[
-        str,
-        typer.Option("--recorded-device", help="Device of the recordings (default: the only one)."),
-    ] = "",
+    device: DeviceOption = "auto",
+    executor: ExecutorOption = "local",
+    workers: WorkersOption = None,
+    ray_address: RayAddressOption = None,
+    recorded_device: RecordedDeviceOption = "",
     start: Annotated[
         str, typer.Option("--start", help="Start tree: a JSON file or a fixed tree name.")
     ] = "none",
@@ -88,22 +153,13 @@ def learn_command(
     time_limit: Annotated[
         float | None, typer.Option("--time-limit", min=0.0, help="Stop this run after S seconds.")
     ] = None,
-    edits_per_round: Annotated[
-        int, typer.Option("--edits-per-round", min=1, help="Edits asked of the proposer a round.")
-    ] = 6,
-    objective: Annotated[
-        str, typer.Option("--objective", help="geomean_speedup, fast_1 or correct_rate.")
-    ] = "geomean_speedup",
+    edits_per_round: EditsPerRoundOption = 6,
+    objective: ObjectiveOption = "geomean_speedup",
     noise_floor: Annotated[
         float, typer.Option("--noise-floor", min=0.0, help="Smallest relative improvement.")
     ] = 0.01,
-    llm: Annotated[
-        str | None,
-        typer.Option("--llm", help="openai:MODEL or anthropic:MODEL, for the llm choices."),
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")
-    ] = None,
+    llm: LLMOption = None,
+    base_url: BaseURLOption = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the learned tree as JSON.")
     ] = None,
@@ -115,7 +171,7 @@ def learn_command(
     keeps an edit only when it beats the current tree by more than the timing noise. Every
     trial is stored: kill the run at any point and continue it with --resume.
     """
-    from autoprofiler.cli import console, fail
+    from autoprofiler.cli import console, fail, make_executor, replay_device_for
     from autoprofiler.evaluate import EvalConfig
     from autoprofiler.learn.learner import LearnConfig, TreeLearner
     from autoprofiler.learn.objective import Objective
@@ -137,8 +193,9 @@ def learn_command(
         db = Store(store)
     except StoreError as exc:
         fail(str(exc))
-    with db:
+    with db, make_executor(executor, workers, ray_address) as pool:
         _import(db, recordings or [], console)
+        replayed = replay_device_for(db, evaluations, evaluated_device)
         device_key = _recorded_device(db, recorded_device)
         profiler = RecordedProfiler(db, device_key)
         train_set, validation_set = _split(_problems(db, problems, profiler, console), train, seed)
@@ -149,7 +206,8 @@ def learn_command(
             db,
             budget_s=budget,
             objective=objective_,
-            eval_config=EvalConfig(device=device),
+            eval_config=EvalConfig(device=device, replay_device=replayed),
+            executor=pool,
             context=RewriteContext(
                 device=eval_device, device_name=device_key if eval_device == "cuda" else ""
             ),
@@ -203,14 +261,19 @@ def _recorded_device(db: Store, wanted: str) -> str:
 
 
 def _problems(
-    db: Store, path: Path | None, profiler: RecordedProfiler, console: Console
+    db: Store,
+    path: Path | None,
+    profiler: RecordedProfiler,
+    console: Console,
+    levels: str | None = None,
+    ids: str | None = None,
 ) -> list[Problem]:
     """The problems to learn from: those given (or all recorded) with recordings on the
-    profiler's device."""
+    profiler's device (``levels`` and ``ids`` select among those given)."""
     from autoprofiler.cli import fail, load_or_fail
 
     if path is not None:
-        candidates = load_or_fail(path).problems
+        candidates = load_or_fail(path, levels, ids).problems
     else:
         hashes = dict.fromkeys(
             h for h, d, _, _ in db.iter_profile_records() if d == profiler.device
@@ -227,20 +290,23 @@ def _problems(
     return recorded
 
 
+def train_spec(text: str) -> float | int | list[str]:
+    """A ``--train`` value: a count (``10``), a fraction (``0.7``) or names (``a,b``)."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def _split(problems: list[Problem], train: str, seed: int) -> tuple[list[Problem], list[Problem]]:
     from autoprofiler.cli import fail
     from autoprofiler.learn.split import split_problems
 
-    spec: float | int | list[str]
     try:
-        spec = int(train)
-    except ValueError:
-        try:
-            spec = float(train)
-        except ValueError:
-            spec = [name.strip() for name in train.split(",") if name.strip()]
-    try:
-        return split_problems(problems, spec, seed)
+        return split_problems(problems, train_spec(train), seed)
     except ValueError as exc:
         fail(f"--train {train}: {exc}")
 

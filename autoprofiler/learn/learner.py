@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from autoprofiler.evaluate.runner import device_name
+from autoprofiler.evaluate.runner import evaluation_device
 from autoprofiler.learn.objective import TreeScore, judge
 from autoprofiler.learn.proposers.base import Proposal, ProposalContext, Proposer
 from autoprofiler.learn.recorded import RecordedSummary
@@ -168,7 +168,7 @@ class TreeLearner:
             proposer=self.proposer.id,
             recorded_device=scorer.profiler.device,
             evaluation={
-                "device": device_name(scorer.eval_config.device),
+                "device": evaluation_device(scorer.eval_config),
                 "config": scorer.eval_config.config_hash,
                 "context": asdict(scorer.context),
             },

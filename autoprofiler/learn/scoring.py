@@ -15,8 +15,10 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from autoprofiler.evaluate import EvalConfig, EvalResult, evaluate
+from autoprofiler.evaluate import EvalConfig, EvalResult
+from autoprofiler.execute.evaluation import evaluate_many
 from autoprofiler.learn.objective import Objective, ProblemOutcome, TreeScore
+from autoprofiler.problem import source_hash
 from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter, profile_hash
 from autoprofiler.store import Store, content_key
 from autoprofiler.tree.run import run_tree
@@ -24,6 +26,7 @@ from autoprofiler.tree.run import run_tree
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from autoprofiler.execute import Executor
     from autoprofiler.problem import Problem
     from autoprofiler.profile.base import Profile
     from autoprofiler.profile.recorded import RecordedProfiler
@@ -117,7 +120,8 @@ class TreeScorer:
     per problem, everything cached (see the module docstring).
 
     ``budget_s`` is the profiling budget per problem (None: unlimited); ``context`` what the
-    rewriter is told about the target; ``eval_config`` how candidates are judged.
+    rewriter is told about the target; ``eval_config`` how candidates are judged;
+    ``executor`` where they are (default: one by one in this process).
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class TreeScorer:
         eval_config: EvalConfig | None = None,
         context: RewriteContext | None = None,
         rewriter_id: str | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.profiler = profiler
         self.store = store
@@ -139,37 +144,66 @@ class TreeScorer:
         self.eval_config = eval_config or EvalConfig()
         self.context = context or RewriteContext()
         self.rewriter = CachedRewriter(rewriter, store, rewriter_id or rewriter_cache_id(rewriter))
+        self.executor = executor
         self.stats = CacheStats()
         self._memo: dict[tuple[str, str], tuple[Candidate, EvalResult | None]] = {}
+        self._unevaluated: list[tuple[str, str]] = []  # memo keys of candidates to evaluate
 
     def outcome(self, tree: ProfilingTree, problem: Problem) -> tuple[ProblemOutcome, Profile]:
         """Run ``tree`` for ``problem`` within the budget, rewrite from the profile, evaluate."""
+        profile = self._rewrite(tree, problem)
+        self._evaluate([problem])
+        return self._outcome(problem, profile), profile
+
+    def score(self, tree: ProfilingTree, problems: Sequence[Problem]) -> TreeScore:
+        """The objective's score of ``tree`` on ``problems`` (in their order).
+
+        Every problem is profiled and rewritten first; then the candidates not evaluated yet
+        are evaluated together, on the executor's workers when there is one.
+        """
+        profiles = {p.content_hash: self._rewrite(tree, p) for p in problems}
+        self._evaluate(problems)
+        outcomes = [self._outcome(p, profiles[p.content_hash]) for p in problems]
+        return self.objective.score(outcomes, profiles)
+
+    def _rewrite(self, tree: ProfilingTree, problem: Problem) -> Profile:
+        """Profile ``problem`` with ``tree`` and rewrite it once per profile (remembered)."""
         profile = run_tree(tree, problem, self.profiler, self.budget_s)
         key = (problem.content_hash, profile.content_hash)
         self.stats.rewrites += 1
         if key in self._memo:
-            candidate, result = self._memo[key]
             self.stats.rewrite_hits += 1
+            result = self._memo[key][1]
             self.stats.evaluations += result is not None
             self.stats.evaluation_hits += result is not None
         else:
             hits_before = self.rewriter.hits
             candidate = self.rewriter.rewrite(problem, profile, self.context)
             self.stats.rewrite_hits += self.rewriter.hits - hits_before
-            result = None
+            self._memo[key] = (candidate, None)
             if candidate.usable:
-                result = evaluate(problem, candidate.source, self.eval_config, store=self.store)
-                self.stats.evaluations += 1
-                self.stats.evaluation_hits += result.from_cache
-            self._memo[key] = (candidate, result)
-        return ProblemOutcome.of(problem.key, profile, candidate, result), profile
+                self._unevaluated.append(key)
+        return profile
 
-    def score(self, tree: ProfilingTree, problems: Sequence[Problem]) -> TreeScore:
-        """The objective's score of ``tree`` on ``problems`` (in their order)."""
-        outcomes = []
-        profiles = {}
-        for problem in problems:
-            outcome, profile = self.outcome(tree, problem)
-            outcomes.append(outcome)
-            profiles[problem.content_hash] = profile
-        return self.objective.score(outcomes, profiles)
+    def _evaluate(self, problems: Sequence[Problem]) -> None:
+        """Evaluate the usable candidates rewritten for ``problems`` and not evaluated yet."""
+        by_hash = {p.content_hash: p for p in problems}
+        todo = [key for key in self._unevaluated if key[0] in by_hash]
+        self._unevaluated = [key for key in self._unevaluated if key[0] not in by_hash]
+        waiting: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for key in todo:
+            source = self._memo[key][0].source
+            waiting.setdefault((key[0], source_hash(source)), []).append(key)
+        pairs = [(by_hash[key[0]], self._memo[key][0].source) for key in todo]
+        for done in evaluate_many(
+            pairs, self.eval_config, executor=self.executor, store=self.store
+        ):
+            asked = waiting[(done.problem.content_hash, source_hash(done.source))]
+            for index, key in enumerate(asked):
+                self._memo[key] = (self._memo[key][0], done.result)
+                self.stats.evaluations += 1
+                self.stats.evaluation_hits += done.result.from_cache if index == 0 else 1
+
+    def _outcome(self, problem: Problem, profile: Profile) -> ProblemOutcome:
+        candidate, result = self._memo[(problem.content_hash, profile.content_hash)]
+        return ProblemOutcome.of(problem.key, profile, candidate, result)

@@ -15,6 +15,7 @@ to overwrite a trial, which is what a second process on the same study would try
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,8 @@ from typing import Any
 
 from autoprofiler.learn.objective import TreeScore
 from autoprofiler.store import Store
+
+log = logging.getLogger(__name__)
 
 STUDY_SPACE = "learn.study"
 TRIAL_SPACE = "learn.trial"
@@ -154,13 +157,14 @@ class StudyStorage:
     def open(self, spec: StudySpec, resume: bool) -> StudySpec:
         """Create the study ``spec.name``, or (``resume``) check that it matches ``spec``.
 
-        Raises ``StudyError`` when creating a study that exists, resuming one that does not,
-        or resuming with different settings.
+        Resuming a study that does not exist yet starts it (a run killed before it wrote its
+        spec wrote no trial either, so nothing is lost). Raises ``StudyError`` when creating a
+        study that exists or resuming one with different settings.
         """
         stored = self.get(spec.name)
         if stored is None:
             if resume:
-                raise StudyError(f"no study {spec.name!r} to resume in {self.store.path}")
+                log.info("no study %r in %s yet: starting it", spec.name, self.store.path)
             self.store.put(STUDY_SPACE, spec.name, spec.to_dict())
             return spec
         if not resume:

@@ -90,9 +90,33 @@ def _add_startup(store: Store, device: str, profiler: str, seconds: float) -> No
     store.put(STARTUP_SPACE, device, entry)
 
 
-def _pending(
+def merge_recorded(target: Store, source: Store, device: str) -> int:
+    """Add what ``source`` recorded on ``device`` to ``target``: problems and profile records
+    (those already in ``target`` kept), failures and start-up samples (added to its own);
+    returns the number of records read. Recording on several workers merges this way."""
+    count = 0
+    for problem_hash, record_device, group, profile in source.iter_profile_records():
+        if record_device != device:
+            continue
+        problem = source.get_problem(problem_hash)
+        if problem is not None:
+            target.put_problem(problem)
+        target.put_profile_record(problem_hash, device, group, profile)
+        count += 1
+    failures = recorded_failures(source, device)
+    if failures:
+        target.put(FAILURES_SPACE, device, recorded_failures(target, device) | failures)
+    for profiler, entry in (source.get(STARTUP_SPACE, device) or {}).items():
+        for seconds in entry.get("samples", []):
+            _add_startup(target, device, profiler, seconds)
+    return count
+
+
+def pending_problems(
     store: Store, device: str, group: str, problems: Sequence[Problem], retry_failed: bool
 ) -> list[Problem]:
+    """The problems with no record of ``group`` on ``device`` (nor a failure, unless
+    ``retry_failed``)."""
     failed = set() if retry_failed else set(recorded_failures(store, device))
     return [
         p
@@ -171,7 +195,7 @@ def record_profiles(
         slowdown = 1.0
         span = f"problems {start + 1}-{start + len(chunk)} of {len(problems)}"
         for group in chosen:
-            todo = _pending(store, device, group.name, chunk, retry_failed)
+            todo = pending_problems(store, device, group.name, chunk, retry_failed)
             report.skipped += len(chunk) - len(todo)
             while todo:
                 if deadline_s is not None:

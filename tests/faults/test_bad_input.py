@@ -74,7 +74,22 @@ def assert_one_line_error(result: Result, words: str, code: int = 2) -> None:
         (["tree", "show", "no_such_tree"], "no such tree file", 2),
         (["profile", "good.py", "--ids", "x"], "--ids takes numbers", 2),
         (["optimize", "good.py", "--rewriter", "llm"], "needs --llm", 2),
-        (["optimize", "good.py", "--rewriter", "magic"], "must be rules or llm", 2),
+        (
+            ["optimize", "good.py", "--replay", "--recordings", "no_such.jsonl.gz"],
+            "cannot read recordings",
+            2,
+        ),
+        (["bench", "--store", "b.sqlite", "--replay", "--recordings", "gone.gz"], "gone.gz", 2),
+        (
+            ["optimize", "good.py", "--rewriter", "magic"],
+            "must be rules, rules-without-NAME or llm",
+            2,
+        ),
+        (
+            ["optimize", "good.py", "--rewriter", "rules-without-no_such_rule"],
+            "unknown transformation",
+            2,
+        ),
     ],
     ids=lambda value: "-".join(value) if isinstance(value, list) else None,
 )

@@ -76,9 +76,12 @@ def trial(number: int) -> Trial:
 
 def test_a_study_is_created_once_and_resumed_only_with_the_same_settings() -> None:
     storage = StudyStorage(Store(":memory:"))
-    with pytest.raises(StudyError, match="no study 's' to resume"):
-        storage.open(spec(), resume=True)
-    storage.open(spec(), resume=False)
+    started = storage.open(spec(), resume=True)  # nothing to resume yet: started
+    assert storage.get("s") == started
+    with pytest.raises(StudyError, match="exists"):
+        storage.open(spec(), resume=False)
+    fresh = StudyStorage(Store(":memory:"))
+    fresh.open(spec(), resume=False)
     with pytest.raises(StudyError, match="exists"):
         storage.open(spec(), resume=False)
     assert storage.open(spec(), resume=True) == storage.get("s")

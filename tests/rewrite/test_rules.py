@@ -271,3 +271,73 @@ def test_cuda_graph_candidate_runs_the_reference_off_cuda():
     model = module.ModelNew()
     x = torch.randn(4, 8)
     assert torch.equal(model(x), model.reference(x))
+
+
+IDLE_TENSOR = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+PROFILE_FAMILY = [
+    None,
+    profile(GEMM_SOL),
+    profile(SOFTMAX_SOL),
+    profile({SM: 20.0, MEMORY: 20.0}),
+    profile(GEMM_SOL | {IDLE_TENSOR: 0.0}),
+    profile(GEMM_SOL | {IDLE_TENSOR: 40.0}),
+    profile({"torch.gpu_idle_frac": 0.7}),
+    profile({"torch.gpu_idle_frac": 0.05}),
+    profile(SOFTMAX_SOL | {"torch.gpu_idle_frac": 0.7}),
+    profile({"static.arithmetic_intensity": 0.6, "static.bound": 0.0}),
+    profile({"static.arithmetic_intensity": 90.0, "static.bound": 1.0}),
+]
+
+
+@pytest.mark.parametrize("context", [CPU, CUDA, CUDA_LOOSE], ids=["cpu", "cuda", "cuda-1e-2"])
+@pytest.mark.parametrize(
+    "body, sizes",
+    [
+        (GEMM, BIG),
+        (SOFTMAX, BIG),
+        (CHAIN, BIG),
+        (CONV, {"B": 64, "D": 128, "C": 64}),
+        (LINEAR_GELU, BIG),
+        (MANY_TINY, TINY),
+    ],
+    ids=["gemm", "softmax", "chain", "conv", "linear-gelu", "many-tiny"],
+)
+def test_reachable_covers_every_choice_with_the_same_source(body, sizes, context):
+    """What replay rests on: whatever profile comes, the pick is reachable, and its source is
+    exactly what ``generate`` (which sees no profile) emits for it."""
+    problem = make("p", body, **sizes)
+    rewriter = RuleRewriter()
+    reachable = rewriter.reachable(problem, context)
+    assert reachable == [n for n in ORDER if n in reachable]
+    picked = set()
+    for measured in PROFILE_FAMILY:
+        candidate = rewriter.rewrite(problem, measured, context)
+        name = candidate.info["transformation"]
+        picked.add(name)
+        assert name in reachable
+        assert rewriter.generate(problem, name, context).source == candidate.source
+    assert picked <= set(reachable)
+
+
+def test_reachable_is_not_everything_that_applies():
+    softmax = make("softmax", SOFTMAX, **BIG)
+    rewriter = RuleRewriter()
+    # compile always applies, but a softmax always has a better-scored Triton row kernel
+    assert "compile" in rewriter.applicable(softmax, CUDA)
+    assert "compile" not in rewriter.reachable(softmax, CUDA)
+    assert "triton_row" in rewriter.reachable(softmax, CUDA)
+
+
+def test_excluded_transformations_are_never_picked():
+    gemm = make("gemm", GEMM, **BIG)
+    full = RuleRewriter()
+    assert "compile_max_autotune" in full.reachable(gemm, CUDA)
+    without = RuleRewriter(exclude=["compile_max_autotune"])
+    assert without.name == "rules-without-compile_max_autotune" != full.name
+    assert "compile_max_autotune" not in without.reachable(gemm, CUDA)
+    assert "excluded" in without.blockers(gemm, CUDA)["compile_max_autotune"]
+    for measured in PROFILE_FAMILY:
+        picked = without.rewrite(gemm, measured, CUDA).info["transformation"]
+        assert picked != "compile_max_autotune"
+    with pytest.raises(KeyError, match="unknown transformation"):
+        RuleRewriter(exclude=["no_such_rule"])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter, profile_hash
 from autoprofiler.rewrite.rules import transforms
-from autoprofiler.rewrite.rules.signals import read_signals
+from autoprofiler.rewrite.rules.signals import Signals, read_signals
 from autoprofiler.rewrite.rules.transforms import Analysis, Facts, Score
 from autoprofiler.rewrite.rules.triton_codegen import DEFAULT_MAX_SINGLE_PASS
 
@@ -24,13 +26,22 @@ class RuleRewriter(Rewriter):
     """Picks one transformation from the catalogue by profile-guided rules and emits it.
 
     The same problem, profile and context always give the same candidate. ``max_single_pass``
-    is the longest row the generated row kernels read in one pass (longer rows loop).
+    is the longest row the generated row kernels read in one pass (longer rows loop);
+    ``exclude`` names transformations never to pick (e.g. ``compile_max_autotune`` where its
+    minutes of autotuning are not affordable).
     """
 
     name = PRODUCER
 
-    def __init__(self, max_single_pass: int = DEFAULT_MAX_SINGLE_PASS) -> None:
+    def __init__(
+        self, max_single_pass: int = DEFAULT_MAX_SINGLE_PASS, exclude: Iterable[str] = ()
+    ) -> None:
         self.max_single_pass = max_single_pass
+        self.exclude = frozenset(exclude)
+        for name in self.exclude:
+            transforms.get(name)  # an unknown name raises KeyError listing the known ones
+        if self.exclude:
+            self.name = f"{PRODUCER}-without-{'-'.join(sorted(self.exclude))}"
         self._analyses: dict[str, Analysis] = {}
 
     def analysis(self, problem: Problem) -> Analysis:
@@ -82,6 +93,40 @@ class RuleRewriter(Rewriter):
         failure = "no transformation could be generated: " + "; ".join(failures.values())
         return Candidate("", PRODUCER, profile_hash(profile), info, failure)
 
+    def reachable(self, problem: Problem, context: RewriteContext) -> list[str]:
+        """Every transformation some profile could make ``rewrite`` pick, in catalogue order.
+
+        Rules read a profile only through four signals (compute-, memory- and launch-bound,
+        idle tensor pipes), each either measured true, measured false or left to the prior, so
+        enumerating those combinations covers every profile. A transformation whose generation
+        fails is passed over as ``rewrite`` would. Used to evaluate, once, every candidate that
+        any profiling tree could lead to (the replay data of ``bench``/``learn``).
+        """
+        analysis = self.analysis(problem)
+        prior = read_signals(None, analysis.graph)
+        bounds = [(prior.compute_bound, prior.memory_bound, False)]
+        bounds += [(True, False, True), (False, True, True), (False, False, True)]
+        flags = [(prior.launch_bound, False), (True, True), (False, True)]
+        idle = [(prior.tensor_pipes_idle, False), (True, True), (False, True)]
+        chosen: set[str] = set()
+        usable: dict[str, bool] = {}
+        for (compute, memory, bound_m), (launch, launch_m), (tensor, tensor_m) in itertools.product(
+            bounds, flags, idle
+        ):
+            measured = {"compute_bound", "memory_bound"} if bound_m else set()
+            measured |= {"launch_bound"} if launch_m else set()
+            measured |= {"tensor_pipes_idle"} if tensor_m else set()
+            signals = Signals(compute, memory, launch, tensor, {}, frozenset(measured))
+            facts = Facts(analysis, signals, context, self.max_single_pass)
+            scored = self._judge(facts)[1]
+            for name in sorted(scored, key=lambda n: (-scored[n].value, transforms.ORDER.index(n))):
+                if name not in usable:
+                    usable[name] = self._emit(facts, name, "", "").usable
+                if usable[name]:
+                    chosen.add(name)
+                    break
+        return [name for name in transforms.ORDER if name in chosen]
+
     def generate(self, problem: Problem, name: str, context: RewriteContext) -> Candidate:
         """The candidate of transformation ``name``, scored without a profile.
 
@@ -101,9 +146,13 @@ class RuleRewriter(Rewriter):
         signals = read_signals(profile, analysis.graph)
         return Facts(analysis, signals, context, self.max_single_pass)
 
-    @staticmethod
-    def _judge(facts: Facts) -> tuple[dict[str, str], dict[str, Score]]:
-        blockers = {t.name: t.blocker(facts) for t in transforms.CATALOGUE}
+    def _judge(self, facts: Facts) -> tuple[dict[str, str], dict[str, Score]]:
+        blockers = {
+            t.name: "excluded by the rewriter's configuration"
+            if t.name in self.exclude
+            else t.blocker(facts)
+            for t in transforms.CATALOGUE
+        }
         scored = {
             t.name: _rounded(t.score(facts)) for t in transforms.CATALOGUE if not blockers[t.name]
         }

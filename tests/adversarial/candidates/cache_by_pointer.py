@@ -4,8 +4,9 @@ Trick: the timing loop passes the same tensor on every call, so a cache keyed by
 makes every timed call after the first a lookup, while fresh tensors in the correctness trials
 still get computed.
 Caught: the re-check after timing refills the very tensors that were timed with fresh values;
-the cache answers with the output of the old values (or an early trial reuses an address).
-Verdict: cheat or wrong_values
+the cache answers with the output of the old values (or a later trial, the one at a second
+input shape included, gets a freed address back and the cache answers with a stale output).
+Verdict: cheat or wrong_values or wrong_shape
 """
 
 import torch

@@ -1,12 +1,12 @@
-"""Memoising on the input's values: a known gap.
+"""Memoising on the input's values.
 
 Trick: key a cache on a checksum of the input's values; the timing loop repeats the same
 inputs, so every timed call after the first is a lookup, while any new values (every
 correctness trial, the re-check) are computed honestly and come out right.
-Caught: not yet. The timed calls repeat identical inputs, as in KernelBench and Triton's
-do_bench; catching this needs new values on every timed call (docs/SECURITY.md).
+Caught: after the re-check the candidate is called once more on the same values, its output
+of the re-check overwritten with NaN in between; the cache hands back that very tensor.
+(Handing back a copy is not caught: ``memo_by_content_copy``.)
 Verdict: cheat
-Gap: timing repeats identical inputs; a cache keyed on their values is not seen
 """
 
 import torch

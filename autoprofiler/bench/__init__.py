@@ -1,0 +1,48 @@
+"""The bench: fixed profiling configurations against learned trees, per budget, on held-out
+problems, through one rewriter and one evaluator."""
+
+from autoprofiler.bench.result import (
+    LEARNED,
+    BenchResult,
+    BudgetResult,
+    CompileBaseline,
+    ConfigScore,
+    Summary,
+    TableRow,
+    TrialPoint,
+    budget_label,
+    fast_p,
+    summarize,
+)
+from autoprofiler.bench.runner import (
+    ROW_SPACE,
+    RUN_SPACE,
+    SPEC_SPACE,
+    Bench,
+    BenchError,
+    learning_curve,
+    parse_budgets,
+)
+from autoprofiler.bench.split import stratified_split
+
+__all__ = [
+    "LEARNED",
+    "ROW_SPACE",
+    "RUN_SPACE",
+    "SPEC_SPACE",
+    "Bench",
+    "BenchError",
+    "BenchResult",
+    "BudgetResult",
+    "CompileBaseline",
+    "ConfigScore",
+    "Summary",
+    "TableRow",
+    "TrialPoint",
+    "budget_label",
+    "fast_p",
+    "learning_curve",
+    "parse_budgets",
+    "stratified_split",
+    "summarize",
+]

@@ -1,0 +1,319 @@
+"""The bench: learn a tree per budget on the training problems, then score every fixed
+configuration and each learned tree on the test problems through the same rewriter and
+evaluator.
+
+Profiles come from recordings (``RecordedProfiler``); candidates and evaluations are cached in
+the store (or, with ``EvalConfig.replay_device``, replayed from recorded evaluations), so a
+bench rebuilt from the same recordings and evaluations gives the same tables on any machine.
+
+Everything goes to the store as it is done, so a rerun skips finished work: the bench's
+settings (key-value space ``bench.spec``, under the bench name; a rerun must match them), each
+configuration's test outcomes (``bench.row``, under ``<name>/<tree hash>/<budget>``), the
+learning study of each budget (resumed by its name, ``<name>/budget=<budget>``), and the result
+of the latest run (``bench.run``, under the name). Budgets and the number of learning rounds are
+not part of the settings: a rerun with another budget adds its study and rows, and one with
+more rounds continues the studies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from autoprofiler.bench.result import (
+    LEARNED,
+    BenchResult,
+    BudgetResult,
+    CompileBaseline,
+    ConfigScore,
+    TrialPoint,
+    budget_label,
+)
+from autoprofiler.evaluate import EvalConfig, evaluation_device
+from autoprofiler.evaluate.baselines import compiled_candidate
+from autoprofiler.execute import Executor, evaluate_many
+from autoprofiler.learn.learner import LearnConfig, LearnProgress, LearnResult, TreeLearner
+from autoprofiler.learn.objective import Objective
+from autoprofiler.learn.proposers.base import Proposer
+from autoprofiler.learn.scoring import CacheStats, TreeScorer, rewriter_cache_id
+from autoprofiler.learn.study import StudyError, StudyStorage
+from autoprofiler.problem import Problem
+from autoprofiler.profile.recorded import RecordedProfiler
+from autoprofiler.rewrite.base import RewriteContext, Rewriter
+from autoprofiler.store import Store
+from autoprofiler.tree.fixed import FIXED_TREES, fixed_tree
+from autoprofiler.tree.model import ProfilingTree
+from autoprofiler.tree.serialize import tree_to_dict
+
+log = logging.getLogger(__name__)
+
+SPEC_SPACE = "bench.spec"
+ROW_SPACE = "bench.row"
+RUN_SPACE = "bench.run"
+BENCH_VERSION = 1
+
+
+class BenchError(RuntimeError):
+    """A bench that cannot run or be resumed as asked; the message is one line."""
+
+
+def parse_budgets(text: str) -> tuple[float | None, ...]:
+    """``"5,20,inf"`` as ``(5.0, 20.0, None)`` (None: unlimited), repeats dropped. Raises
+    ``ValueError`` (one line) on anything but non-negative seconds and ``inf``."""
+    budgets: dict[float | None, None] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if part.lower() in ("inf", "unlimited", "none"):
+            budgets[None] = None
+            continue
+        try:
+            seconds = float(part.removesuffix("s").strip())
+        except ValueError:
+            seconds = -1.0
+        if not 0 <= seconds < float("inf"):
+            raise ValueError(
+                f"bad budget {part!r} in {text!r}: give seconds per problem, like 5,20,inf"
+            )
+        budgets[seconds] = None
+    return tuple(budgets)
+
+
+def _budget_key(budget_s: float | None) -> str:
+    return "inf" if budget_s is None else f"{budget_s:g}"
+
+
+class Bench:
+    """A named bench over ``store`` (see the module docstring).
+
+    ``configurations`` are the fixed trees scored without a budget (default: every fixed
+    configuration); ``compile_baseline`` also evaluates ``torch.compile`` of each test problem,
+    for the speedups over it; ``executor`` runs the evaluations (default: one by one here).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        store: Store,
+        profiler: RecordedProfiler,
+        rewriter: Rewriter,
+        proposer: Proposer,
+        *,
+        eval_config: EvalConfig,
+        context: RewriteContext,
+        objective: Objective | None = None,
+        learn_config: LearnConfig | None = None,
+        compile_baseline: bool = True,
+        configurations: Mapping[str, ProfilingTree] = FIXED_TREES,
+        executor: Executor | None = None,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.profiler = profiler
+        self.rewriter = rewriter
+        self.proposer = proposer
+        self.eval_config = eval_config
+        self.context = context
+        self.objective = objective or Objective()
+        self.learn_config = learn_config or LearnConfig()
+        self.compile_baseline = compile_baseline
+        self.configurations = dict(configurations)
+        self.executor = executor
+        self.rewriter_id = rewriter_cache_id(rewriter)
+        self._stats: list[CacheStats] = []
+        self._compile_runs = 0
+
+    def scorer(self, budget_s: float | None) -> TreeScorer:
+        """A scorer of trees under ``budget_s`` through this bench's rewriter and evaluator."""
+        scorer = TreeScorer(
+            self.profiler,
+            self.rewriter,
+            self.store,
+            budget_s=budget_s,
+            objective=self.objective,
+            eval_config=self.eval_config,
+            context=self.context,
+            rewriter_id=self.rewriter_id,
+            executor=self.executor,
+        )
+        self._stats.append(scorer.stats)
+        return scorer
+
+    def spec(self, train: Sequence[Problem], test: Sequence[Problem]) -> dict[str, Any]:
+        """The settings a rerun of this bench must match (budgets and iterations excluded)."""
+        return {
+            "version": BENCH_VERSION,
+            "train": [p.content_hash for p in train],
+            "test": [p.content_hash for p in test],
+            "configurations": {k: t.content_hash for k, t in self.configurations.items()},
+            "rewriter": self.rewriter_id,
+            "proposer": self.proposer.id,
+            "recorded_device": self.profiler.device,
+            "evaluation": {
+                "device": evaluation_device(self.eval_config),
+                "config": self.eval_config.config_hash,
+                "context": asdict(self.context),
+            },
+            "objective": self.objective.to_dict(),
+            "seed": self.learn_config.seed,
+            "compile_baseline": self.compile_baseline,
+        }
+
+    def run(
+        self,
+        train: Sequence[Problem],
+        test: Sequence[Problem],
+        budgets: Sequence[float | None],
+        on_progress: Callable[[str], None] | None = None,
+    ) -> BenchResult:
+        """Run (or continue) the bench on the split for each budget; see the module docstring.
+
+        Raises ``BenchError`` when the bench exists with other settings.
+        """
+        if not train or not test or not budgets:
+            raise BenchError("a bench needs training problems, test problems and a budget")
+        say = on_progress or log.info
+        spec = self._open(train, test)
+        self._stats.clear()
+        self._compile_runs = 0
+        compile_baselines = self._compile_baselines(test, say) if self.compile_baseline else {}
+        unlimited = self.scorer(None)
+        fixed = []
+        for name, tree in self.configurations.items():
+            say(f"scoring {name} on {len(test)} test problems")
+            fixed.append(self._config_score(unlimited, name, tree, test))
+        per_budget = [self._budget(budget, train, test, say) for budget in budgets]
+        result = BenchResult(
+            name=self.name,
+            spec=spec,
+            names={p.content_hash: p.key for p in (*train, *test)},
+            train=tuple(p.content_hash for p in train),
+            test=tuple(p.content_hash for p in test),
+            compile_baselines=compile_baselines,
+            fixed=tuple(fixed),
+            budgets=tuple(per_budget),
+            stats=self._work(),
+        )
+        self.store.put(RUN_SPACE, self.name, result.to_dict())
+        return result
+
+    def _open(self, train: Sequence[Problem], test: Sequence[Problem]) -> dict[str, Any]:
+        spec = self.spec(train, test)
+        stored = self.store.get(SPEC_SPACE, self.name)
+        if stored is None:
+            self.store.put(SPEC_SPACE, self.name, spec)
+            return spec
+        changed = next((k for k in spec if spec[k] != stored.get(k)), None)
+        if changed is not None:
+            raise BenchError(
+                f"bench {self.name!r} was run with a different {changed}: rerun it with the "
+                "same settings, or choose another name"
+            )
+        return spec
+
+    def _work(self) -> dict[str, float]:
+        total = CacheStats()
+        for stats in self._stats:
+            for field_name, value in asdict(stats).items():
+                setattr(total, field_name, getattr(total, field_name) + value)
+        return {
+            "rewrites": total.rewrites,
+            "rewrites_run": total.rewrites - total.rewrite_hits,
+            "evaluations": total.evaluations,
+            "evaluations_run": total.evaluations_run,
+            "compile_baselines_run": self._compile_runs,
+        }
+
+    def _compile_baselines(
+        self, test: Sequence[Problem], say: Callable[[str], None]
+    ) -> dict[str, CompileBaseline]:
+        say(f"torch.compile against eager on {len(test)} test problems")
+        baselines = self._recorded_compile_baselines()
+        pairs = [(p, compiled_candidate(p)) for p in test if p.content_hash not in baselines]
+        for problem, _, result in evaluate_many(
+            pairs, self.eval_config, executor=self.executor, store=self.store
+        ):
+            self._compile_runs += not result.from_cache
+            kind = result.failure_kind.value if result.failure_kind else ""
+            failure = f"{kind}: {result.failure_message}"[:300] if kind else ""
+            baselines[problem.content_hash] = CompileBaseline(
+                result.correct, result.speedup, failure
+            )
+        return {p.content_hash: baselines[p.content_hash] for p in test}
+
+    def _recorded_compile_baselines(self) -> dict[str, CompileBaseline]:
+        """With replayed evaluations: torch.compile against eager as the recorded evaluations
+        timed it beside the candidates (``EvalConfig.time_compile_baseline``), by problem."""
+        device = self.eval_config.replay_device
+        if device is None:
+            return {}
+        medians: dict[str, dict[str, float]] = {}
+        for _, problem_hash, _, kind, timing in self.store.iter_baselines(device):
+            medians.setdefault(problem_hash, {})[kind] = timing["median_ms"]
+        return {
+            problem_hash: CompileBaseline(True, kinds["eager"] / kinds["compile"])
+            for problem_hash, kinds in medians.items()
+            if kinds.get("eager", 0) > 0 and kinds.get("compile", 0) > 0
+        }
+
+    def _config_score(
+        self, scorer: TreeScorer, name: str, tree: ProfilingTree, problems: Sequence[Problem]
+    ) -> ConfigScore:
+        """``tree`` scored on ``problems`` under the scorer's budget, from the store if done."""
+        key = f"{self.name}/{tree.content_hash}/{_budget_key(scorer.budget_s)}"
+        stored = self.store.get(ROW_SPACE, key)
+        if stored is not None:
+            # The same tree may have been scored under another name (a learned tree that is
+            # a fixed one): the outcomes are the same.
+            return ConfigScore.from_dict({**stored, "name": name})
+        score = scorer.score(tree, problems)
+        counts = tuple(len(score.profiles[p.content_hash].metrics) for p in problems)
+        config = ConfigScore(name, tree_to_dict(tree), scorer.budget_s, score, counts)
+        self.store.put(ROW_SPACE, key, config.to_dict())
+        return config
+
+    def _budget(
+        self,
+        budget_s: float | None,
+        train: Sequence[Problem],
+        test: Sequence[Problem],
+        say: Callable[[str], None],
+    ) -> BudgetResult:
+        label = budget_label(budget_s)
+        study = f"{self.name}/budget={_budget_key(budget_s)}"
+        scorer = self.scorer(budget_s)
+        learner = TreeLearner(scorer, self.proposer, self.learn_config)
+        resume = StudyStorage(self.store).get(study) is not None
+
+        def progress(state: LearnProgress) -> None:
+            say(
+                f"learning under {label}: round {min(state.round, state.rounds)}/{state.rounds},"
+                f" {state.trials} trials, {state.accepted} accepted, best {state.best.value:.4g}"
+            )
+
+        try:
+            learned: LearnResult = learner.learn(
+                study, train, (), fixed_tree("none"), resume=resume, on_progress=progress
+            )
+        except StudyError as exc:
+            raise BenchError(str(exc)) from None
+        say(f"scoring the tree learned under {label} on {len(test)} test problems")
+        return BudgetResult(
+            budget_s=budget_s,
+            study=study,
+            learned=self._config_score(scorer, LEARNED, learned.tree, test),
+            train_score=learned.score,
+            start_train_score=learned.start_score,
+            trials=learning_curve(learned.trials),
+            stop_reason=learned.stop_reason,
+        )
+
+
+def learning_curve(trials: Sequence[Any]) -> tuple[TrialPoint, ...]:
+    """The points of a learning curve from a study's trials (``learn.study.Trial``)."""
+    return tuple(
+        TrialPoint(
+            t.number, t.score.value if t.score is not None else None, t.incumbent, t.accepted
+        )
+        for t in trials
+    )

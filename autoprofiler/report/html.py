@@ -1,0 +1,232 @@
+"""The bench report: one self-contained HTML page (inline CSS, PNG plots as data URIs, tree
+pictures as inline SVG; nothing is fetched when it is opened)."""
+
+from __future__ import annotations
+
+import base64
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from html import escape
+from pathlib import Path
+
+from autoprofiler.bench.result import BenchResult, BudgetResult, ConfigScore, budget_label
+from autoprofiler.report import plots
+from autoprofiler.report.tables import COLUMNS, budget_title, row_cells
+from autoprofiler.tree.export import export_svg
+from autoprofiler.tree.serialize import tree_from_dict
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1, h2, h3 { font-weight: 600; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
+table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 14px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f3f3f3; } td:first-child, td.text { text-align: left; }
+tr.over td { color: #999; } tr.learned td { font-weight: 600; background: #fdf1ef; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 2px 14px; font-size: 14px; }
+dt { font-weight: 600; } figure { margin: 1em 0; } figcaption { font-size: 13px; color: #555; }
+img { max-width: 100%; } .tree { overflow-x: auto; } .note { color: #555; font-size: 14px; }
+"""
+
+
+def _table(header: Sequence[str], rows: Iterable[tuple[Sequence[str], str]]) -> str:
+    """An HTML table; each row is (cells, CSS class)."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        f'<tr class="{css}">' + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
+        for cells, css in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(data: bytes, alt: str, caption: str) -> str:
+    encoded = base64.b64encode(data).decode("ascii")
+    return (
+        f'<figure><img alt="{escape(alt)}" src="data:image/png;base64,{encoded}">'
+        f"<figcaption>{escape(caption)}</figcaption></figure>"
+    )
+
+
+def _settings(bench: BenchResult) -> str:
+    spec = bench.spec
+    evaluation = spec.get("evaluation", {})
+    items = {
+        "rewriter": spec.get("rewriter", ""),
+        "proposer": spec.get("proposer", ""),
+        "profiles recorded on": spec.get("recorded_device", ""),
+        "evaluated on": f"{evaluation.get('device', '')} (configuration "
+        f"{evaluation.get('config', '')})",
+        "objective": str(spec.get("objective", {}).get("name", "")),
+        "seed": str(spec.get("seed", "")),
+        "training problems": ", ".join(bench.names.get(h, h) for h in bench.train),
+        "test problems": ", ".join(bench.names.get(h, h) for h in bench.test),
+        "torch.compile": _compile_line(bench),
+    }
+    return (
+        "<dl>"
+        + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items.items())
+        + "</dl>"
+    )
+
+
+def _compile_line(bench: BenchResult) -> str:
+    baselines = list(bench.compile_baselines.values())
+    if not baselines:
+        return "not evaluated (speedups over it are not shown)"
+    correct = sum(b.correct for b in baselines)
+    geomean = statistics.geometric_mean(b.program_speedup for b in baselines)
+    return (
+        f"correct on {correct} of {len(baselines)} test problems; geomean {geomean:.3f}x "
+        "over eager (eager where it fails)"
+    )
+
+
+def _budget_section(bench: BenchResult, budget: BudgetResult) -> str:
+    rows = []
+    for row in bench.table(budget):
+        css = "learned" if row.config is budget.learned else ("over" if not row.fits else "")
+        rows.append((row_cells(row), css))
+    start, learned = budget.start_train_score, budget.train_score
+    accepted = sum(t.accepted for t in budget.trials)
+    return (
+        f"<h3>{escape(budget_title(bench, budget))}</h3>"
+        + _table(COLUMNS, rows)
+        + f'<p class="note">Study <code>{escape(budget.study)}</code>: '
+        f"{len(budget.trials)} trials, {accepted} accepted, stopped ({escape(budget.stop_reason)})"
+        f"; on the training problems {escape(start.objective)} {start.value:.4g} (start tree) "
+        f"&rarr; {learned.value:.4g} (learned). Grey rows do not fit the budget.</p>"
+    )
+
+
+def _tree_section(budget: BudgetResult) -> str:
+    svg = export_svg(tree_from_dict(budget.learned.tree))
+    svg = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
+    return (
+        f"<figure><div class='tree'>{svg}</div><figcaption>tree learned under "
+        f"{escape(budget_label(budget.budget_s))}</figcaption></figure>"
+    )
+
+
+def _outcome_rows(
+    label: str, config: ConfigScore, bench: BenchResult
+) -> list[tuple[list[str], str]]:
+    rows = []
+    for outcome, metrics in zip(config.score.outcomes, config.metric_counts):
+        speedup = "-" if outcome.speedup is None else f"{outcome.speedup:.3f}x"
+        cells = [
+            bench.names.get(outcome.problem_hash, outcome.problem),
+            label,
+            "yes" if outcome.correct else "no",
+            speedup,
+            f"{outcome.cost_s:.3g}",
+            str(metrics),
+            ", ".join(outcome.groups) or "-",
+            outcome.failure,
+        ]
+        rows.append((cells, ""))
+    return rows
+
+
+def _outcomes(bench: BenchResult) -> str:
+    header = (
+        "problem",
+        "configuration",
+        "correct",
+        "speedup vs eager",
+        "profiling s",
+        "metrics",
+        "groups collected",
+        "failure",
+    )
+    rows = [r for c in bench.fixed for r in _outcome_rows(c.name, c, bench)]
+    for budget in bench.budgets:
+        rows += _outcome_rows(plots.learned_label(budget), budget.learned, bench)
+    rows.sort(key=lambda r: r[0][0])
+    return (
+        "<details><summary>Every test problem under every configuration</summary>"
+        + _table(header, rows)
+        + "</details>"
+    )
+
+
+# (file stem, plot, alt text, caption) of every figure of a bench, in page order.
+FIGURES: tuple[tuple[str, Callable[[BenchResult], bytes], str, str], ...] = (
+    (
+        "pareto",
+        plots.pareto_plot,
+        "quality against profiling cost",
+        "Geomean speedup over eager against mean profiling seconds per problem: fixed "
+        "configurations (circles, run without a budget) and learned trees (stars). An "
+        "asterisk after a name: some of its groups were not recorded for some problems, "
+        "so the point shows what was recorded.",
+    ),
+    (
+        "metrics",
+        plots.metrics_plot,
+        "quality against number of metrics",
+        "The same quality against the number of metrics in each profile.",
+    ),
+    (
+        "winners",
+        plots.winners_heatmap,
+        "per-problem winners",
+        "Each test problem's speedup over eager under each configuration (failures at "
+        "1.0x); framed cells are the best for that problem (within 1 %).",
+    ),
+    (
+        "learning",
+        plots.learning_curves,
+        "learning curves",
+        "The training objective of each scored trial (red: accepted) and the incumbent.",
+    ),
+)
+
+
+def write_figures(benches: Sequence[BenchResult], folder: str | Path) -> list[Path]:
+    """Write every bench's figures as ``<bench>-<figure>.png`` files into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for bench in benches:
+        for stem, plot, _, _ in FIGURES:
+            path = folder / f"{bench.name}-{stem}.png"
+            path.write_bytes(plot(bench))
+            written.append(path)
+    return written
+
+
+def _bench_section(bench: BenchResult) -> str:
+    figures = [_figure(plot(bench), alt, caption) for _, plot, alt, caption in FIGURES]
+    parts = [
+        f'<section id="bench-{escape(bench.name)}"><h2>Bench {escape(bench.name)}</h2>',
+        _settings(bench),
+        *(_budget_section(bench, b) for b in bench.budgets),
+        "<h3>Plots</h3>",
+        *figures,
+        "<h3>Learned trees</h3>",
+        *(_tree_section(b) for b in bench.budgets),
+        "<h3>Per-problem outcomes</h3>",
+        _outcomes(bench),
+        "</section>",
+    ]
+    return "\n".join(parts)
+
+
+def render_report(benches: Sequence[BenchResult], title: str = "autoprofiler bench") -> str:
+    """The whole report of ``benches`` as one HTML page."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{escape(title)}</h1>"
+        '<p class="note">Fixed profiling configurations against trees learned per budget, '
+        "scored on held-out test problems through the same rewriter and evaluator. Speedups "
+        "count a failed candidate as the eager reference kept in place (1.0x).</p>\n"
+        + "\n".join(_bench_section(b) for b in benches)
+        + "\n</body></html>\n"
+    )
+
+
+def write_report(benches: Sequence[BenchResult], path: str | Path) -> Path:
+    """Write ``render_report(benches)`` to ``path``; returns the path."""
+    path = Path(path)
+    path.write_text(render_report(benches), encoding="utf-8")
+    return path

@@ -1,0 +1,106 @@
+"""The bench's tables, one per budget: the cells as text (shared by the terminal and the HTML
+report) and a rich table for the terminal."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+
+from autoprofiler.bench.result import BenchResult, BudgetResult, TableRow, budget_label
+
+COLUMNS = (
+    "configuration",
+    "fits budget",
+    "correct",
+    "fast_1",
+    "fast_1.5",
+    "geomean vs eager",
+    "geomean vs torch.compile",
+    "profiling s / problem",
+    "metrics / problem",
+    "notes",
+)
+# The same columns, narrow enough for a terminal.
+SHORT_COLUMNS = (
+    "config",
+    "fits",
+    "correct",
+    "fast_1",
+    "fast_1.5",
+    "×eager",
+    "×compile",
+    "prof s",
+    "metrics",
+    "notes",
+)
+_LEGEND = (
+    "×eager, ×compile: geomean speedup over eager and torch.compile; prof s: mean profiling "
+    "seconds per problem; metrics: mean metrics per profile"
+)
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}x"
+
+
+def row_notes(row: TableRow) -> str:
+    """Why a row's numbers need a second look: over budget, groups never recorded, replayed
+    evaluations missing."""
+    summary = row.summary
+    notes = []
+    if not row.fits:
+        notes.append(f"over budget (up to {summary.max_cost_s:.3g} s)")
+    if summary.incomplete:
+        notes.append(f"groups unrecorded for {summary.incomplete}")
+    if summary.not_recorded:
+        notes.append(f"evaluation unrecorded for {summary.not_recorded}")
+    return "; ".join(notes)
+
+
+def row_cells(row: TableRow) -> list[str]:
+    """The text of each of ``COLUMNS`` for ``row``."""
+    summary = row.summary
+    return [
+        row.name,
+        "yes" if row.fits else "no",
+        f"{summary.correct_rate:.0%}",
+        f"{summary.fast_1:.0%}",
+        f"{summary.fast_1_5:.0%}",
+        _times(summary.geomean_speedup),
+        _times(summary.vs_compile),
+        f"{summary.mean_cost_s:.2f}",
+        f"{summary.mean_metrics:.0f}",
+        row_notes(row),
+    ]
+
+
+def budget_title(bench: BenchResult, budget: BudgetResult) -> str:
+    """``bench NAME, budget 20 s: 7 test problems (tree learned in 12 trials on 8)``."""
+    return (
+        f"bench {bench.name}, budget {budget_label(budget.budget_s)}: {len(bench.test)} test "
+        f"problems (tree learned in {len(budget.trials)} trials on {len(bench.train)})"
+    )
+
+
+def bench_tables(bench: BenchResult) -> list[Table]:
+    """One rich table per budget, its notes as a caption; rows that do not fit the budget are
+    dimmed, the learned tree's is bold."""
+    tables = []
+    for budget in bench.budgets:
+        rows = bench.table(budget)
+        notes = [f"{row.name}: {note}" for row in rows if (note := row_notes(row))]
+        table = Table(
+            title=budget_title(bench, budget),
+            caption="\n".join([*notes, _LEGEND]),
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 0),
+            show_edge=False,
+        )
+        for index, column in enumerate(SHORT_COLUMNS[:-1]):
+            table.add_column(column, justify="left" if index < 2 else "right", no_wrap=True)
+        for row in rows:
+            style = "bold" if row.config is budget.learned else None
+            table.add_row(*row_cells(row)[:-1], style="dim" if not row.fits else style)
+        tables.append(table)
+    return tables

@@ -1,0 +1,226 @@
+"""The rule rewriter on recorded GPU data: no profile, the richest profile, and the oracle.
+
+For every problem with recordings and recorded evaluations (from ``benchmarks/rule_sweep.py``),
+the ``RuleRewriter`` is asked once with no profile and once with every recorded group (the
+richest profile the recordings hold), and each pick's recorded evaluation is looked up; the
+oracle is the best of all the candidates the rewriter could have picked (every one was
+evaluated by the sweep). Nothing runs on a GPU: this rebuilds ``docs/results/rewriter.md``.
+
+    python benchmarks/rewriter_table.py --recordings docs/results/data/kernelbench_h200.jsonl.gz \\
+        --evaluations docs/results/data/kernelbench_h200_evaluations.jsonl.gz \\
+        --markdown docs/results/rewriter.md --command "..."
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import _common  # noqa: F401  (puts the checkout on sys.path)
+
+from autoprofiler.evaluate import (
+    EvalConfig,
+    EvalResult,
+    FailureKind,
+    import_evaluations,
+    replay_evaluation,
+)
+from autoprofiler.problem import Problem
+from autoprofiler.profile import RecordedProfiler, get_group, import_recordings
+from autoprofiler.rewrite.base import RewriteContext
+from autoprofiler.rewrite.rules import RuleRewriter
+from autoprofiler.store import Store
+
+DEVICE = "cuda:NVIDIA H200"
+
+
+@dataclass
+class Pick:
+    """One transformation for one problem and what its recorded evaluation says."""
+
+    name: str
+    result: EvalResult
+
+    @property
+    def speedup(self) -> float:
+        """Speedup over eager of the program a user keeps: 1.0 when the candidate failed."""
+        return self.result.speedup if self.result.correct and self.result.speedup else 1.0
+
+    @property
+    def over_compile(self) -> float | None:
+        """Speedup over torch.compile of the reference, timed in the same worker."""
+        compiled, timing = self.result.compiled_reference, self.result.candidate
+        if not self.result.correct or compiled is None or timing is None:
+            return None
+        return compiled.median_ms / timing.median_ms
+
+    def cell(self) -> str:
+        if not self.result.correct:
+            kind = self.result.failure_kind
+            return f"{self.name}: {kind.value if kind else 'wrong'}"
+        return f"{self.name} {self.speedup:.2f}x"
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recordings", required=True, nargs="+")
+    parser.add_argument("--evaluations", required=True)
+    parser.add_argument("--recorded-device", default="H200")
+    parser.add_argument("--exclude", nargs="*", default=["compile_max_autotune"])
+    parser.add_argument("--markdown", type=Path, required=True)
+    parser.add_argument("--command", default="")
+    parser.add_argument("--store", default=":memory:")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    store = Store(args.store)
+    for path in args.recordings:
+        import_recordings(path, store)
+    import_evaluations(args.evaluations, store)
+    config = EvalConfig(device="cuda", replay_device=DEVICE)
+    atol, rtol = config.tolerance_for("float32")
+    context = RewriteContext(device="cuda", device_name="H200", atol=atol, rtol=rtol)
+    rewriter = RuleRewriter(exclude=args.exclude)
+    profiler = RecordedProfiler(store, args.recorded_device)
+    hashes = dict.fromkeys(h for h, d, _, _ in store.iter_profile_records() if d == profiler.device)
+    problems = sorted(
+        (p for h in hashes if (p := store.get_problem(h)) is not None),
+        key=lambda p: (p.level or 0, p.problem_id or 0),
+    )
+
+    def pick(problem: Problem, name: str) -> Pick:
+        candidate = rewriter.generate(problem, name, context)
+        return Pick(name, replay_evaluation(problem, candidate.content_hash, config, store))
+
+    rows = []
+    missing = []
+    for problem in problems:
+        groups = [get_group(g) for g in profiler.records(problem.content_hash)]
+        full = profiler.collect(problem, groups)
+        chosen = {
+            label: rewriter.rewrite(problem, profile, context).info.get("transformation", "")
+            for label, profile in (("none", None), ("full", full))
+        }
+        options = [pick(problem, name) for name in rewriter.reachable(problem, context)]
+        if any(o.result.failure_kind == FailureKind.NOT_RECORDED for o in options):
+            missing.append(problem.key)
+            continue
+        by_name = {o.name: o for o in options}
+        oracle = max(options, key=lambda o: o.speedup)
+        picked = (by_name[chosen["none"]], by_name[chosen["full"]], oracle)
+        rows.append((problem, *picked, full.cost_s, options))
+    _write(args, rows, missing)
+    store.close()
+    return 0
+
+
+def _write(args: argparse.Namespace, rows: list, missing: list[str]) -> None:
+    def cmp(p: Pick) -> str:
+        value = p.over_compile
+        return "" if value is None else f"{value:.2f}x"
+
+    lines = [
+        "# The rule rewriter on the H200: no profile, the full recorded profile, the oracle",
+        "",
+        "Machine: NVIDIA H200 (one GPU of an `nvidia-h200-x2` lease), PyTorch 2.11.0+cu130, "
+        "Triton 3.6.0. Tolerance: KernelBench's default for float32 (atol = rtol = 1e-4).",
+        "",
+        "Made, on a CPU, from the committed H200 recordings and evaluations with",
+        "",
+        f"```\n{args.command}\n```",
+        "",
+        "The evaluations were made on the H200 by `benchmarks/rule_sweep.py`, which evaluates",
+        "every transformation some profile could make the rewriter pick (`RuleRewriter.reachable`)",
+        "for each problem; the profiles were recorded by `benchmarks/record_profiles.py`. On the",
+        "H200 (two GPUs sharing the problems through `--claims`, resumed over three slots):",
+        "",
+        "```",
+        "python3 benchmarks/rule_sweep.py problems.jsonl --levels 1 2 --ids $IDS \\",
+        "    --store sweep0.sqlite --rows sweep0.jsonl --device-name H200 --claims /tmp/claims \\",
+        "    --deadline-s 540",
+        "python3 benchmarks/record_profiles.py problems.jsonl --levels 1 2 --ids $IDS \\",
+        "    --store rec.sqlite --out rec --chunk-size 16 --groups static torch.kernels \\",
+        "    torch.ops ncu.SpeedOfLight ncu.LaunchStats ncu.Occupancy ncu.set.basic ncu.curated24",
+        "```",
+        "",
+        "with `IDS` = 1 23 40 63 33 41 53 73 4 8 12 16 20 27 30 36 44 48 57 60 66 69 77 80 84 87",
+        "90 94 97 13 18 25 (the same ids in levels 1 and 2: 64 problems).",
+        "*none*: the rewriter asked with no profile (its prior); *full*: asked with every group",
+        "recorded for the problem (static, torch.kernels, torch.ops, ncu SpeedOfLight,",
+        "LaunchStats, Occupancy, set basic, and where recorded curated24, MemoryWorkloadAnalysis,",
+        "ComputeWorkloadAnalysis). *oracle*: the best reachable candidate in hindsight. A failed",
+        "candidate counts 1.0x (the reference stays). *×compile*: against `torch.compile` of the",
+        "reference (default mode), timed in the same worker. `compile_max_autotune` is left out",
+        "of the rewriter for this run (`--rewriter rules-without-compile_max_autotune`): its",
+        "autotuning takes minutes per problem, more than the session's GPU time allowed.",
+        "",
+    ]
+    summary = []
+    for label, index in (("none", 1), ("full", 2), ("oracle", 3)):
+        picks = [row[index] for row in rows]
+        speedups = [p.speedup for p in picks]
+        over = [p.over_compile or 1.0 for p in picks]
+        correct = sum(p.result.correct for p in picks)
+        faster = sum(p.result.correct and p.speedup > 1.0 for p in picks)
+        summary.append(
+            f"| {label} | {len(picks)} | {correct / len(picks):.0%} | {faster / len(picks):.0%} | "
+            f"{geomean(speedups):.3f}x | {geomean(over):.3f}x |"
+        )
+    lines += [
+        f"## Summary ({len(rows)} problems)",
+        "",
+        "| profile | problems | correct | fast_1 | geomean ×eager | geomean ×compile |",
+        "|---|---|---|---|---|---|",
+        *summary,
+        "",
+        "*geomean ×compile* counts a failed or untimed candidate as 1.0x against compile.",
+        "",
+    ]
+    triton = [o for row in rows for o in row[5] if o.name.startswith("triton")]
+    triton_ok = sum(o.result.correct for o in triton)
+    lines += [
+        f"Generated Triton kernels: {triton_ok} of {len(triton)} correct "
+        f"({', '.join(sorted({o.name for o in triton}))}).",
+        "",
+    ]
+    changed = [row for row in rows if row[1].name != row[2].name]
+    lines += [
+        f"The profile changed the rewriter's pick on {len(changed)} of {len(rows)} problems:",
+        "",
+        *(
+            f"- {problem.key}: {none.cell()} without a profile, {full.cell()} with it"
+            for problem, none, full, *_ in changed
+        ),
+        "",
+        "The oracle leaves the reference in place (1.0x) where every reachable candidate is",
+        "slower or fails, so its correct rate can be below the rewriter's.",
+        "",
+    ]
+    if missing:
+        lines += [f"Left out (not every reachable candidate evaluated): {', '.join(missing)}.", ""]
+    lines += [
+        "## Per problem",
+        "",
+        "| problem | none | ×compile | full | ×compile | oracle | ×compile | full profile s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for problem, none, full, oracle, cost, _ in rows:
+        lines.append(
+            f"| {problem.key} | {none.cell()} | {cmp(none)} | {full.cell()} | {cmp(full)} | "
+            f"{oracle.cell()} | {cmp(oracle)} | {cost:.1f} |"
+        )
+    args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

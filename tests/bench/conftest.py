@@ -1,0 +1,3 @@
+"""The session's real bench (``fixtures.bench_run``)."""
+
+from tests.bench.fixtures import bench_run  # noqa: F401

@@ -1,0 +1,110 @@
+"""The bench's pure parts: the stratified split, budgets, and a table row's numbers (on
+outcomes written by hand; no evaluation)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autoprofiler.bench import (
+    CompileBaseline,
+    ConfigScore,
+    parse_budgets,
+    stratified_split,
+    summarize,
+)
+from autoprofiler.learn import Objective, ProblemOutcome
+from autoprofiler.problem import Problem
+
+
+def problem(name: str, level: int | None) -> Problem:
+    return Problem(name=name, source=f"# {name}\n", origin="<test>", level=level)
+
+
+LEVELS = [problem(f"a{i}", 1) for i in range(6)] + [problem(f"b{i}", 2) for i in range(4)]
+
+
+def test_a_fraction_is_drawn_from_each_level_in_proportion() -> None:
+    train, test = stratified_split(LEVELS, 0.5, seed=3)
+    assert [p.level for p in train].count(1) == 3 and [p.level for p in train].count(2) == 2
+    assert len(test) == 5 and not {p.key for p in train} & {p.key for p in test}
+    again, _ = stratified_split(list(reversed(LEVELS)), 0.5, seed=3)
+    assert again == train  # seeded, whatever the order of the problems
+    other_seeds = {
+        tuple(p.name for p in stratified_split(LEVELS, 0.5, seed=s)[0]) for s in range(6)
+    }
+    assert len(other_seeds) > 1
+
+
+def test_a_count_and_names_and_test_names() -> None:
+    train, test = stratified_split(LEVELS, 4)
+    assert len(train) == 4 and len(test) == 6
+    assert [p.level for p in train].count(2) in (1, 2)
+    train, test = stratified_split(LEVELS, ["a0", "L2/b1"])
+    assert [p.name for p in train] == ["a0", "b1"] and len(test) == 8
+    train, test = stratified_split(LEVELS, 0.9, test=["a5"])
+    assert [p.name for p in test] == ["a5"] and len(train) == 9
+
+
+@pytest.mark.parametrize(
+    ("train", "test", "message"),
+    [
+        (1.0, (), "must be in (0, 1)"),
+        (10, (), "cannot train on 10 of 10"),
+        (0, (), "cannot train on 0 of 10"),
+        (["zz"], (), "no problem named zz"),
+        (0.5, [p.name for p in LEVELS], "no training problems"),
+    ],
+)
+def test_a_split_that_leaves_a_side_empty_is_refused(train, test, message) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        stratified_split(LEVELS, train, test)
+
+
+def test_budgets() -> None:
+    assert parse_budgets("5, 20,inf,5") == (5.0, 20.0, None)
+    assert parse_budgets("2.5s,unlimited") == (2.5, None)
+    for bad in ("", "5,,20", "x", "-3", "nan", "1e999"):
+        with pytest.raises(ValueError, match="bad budget"):
+            parse_budgets(bad)
+
+
+def outcome(name: str, speedup: float | None, cost_s: float, skipped: tuple[str, ...] = ()):
+    return ProblemOutcome(
+        problem=name,
+        problem_hash=name,
+        profile_hash="p",
+        groups=("static",),
+        skipped=skipped,
+        cost_s=cost_s,
+        correct=speedup is not None,
+        speedup=speedup,
+        failure="" if speedup is not None else "wrong_values: off by one",
+    )
+
+
+def test_a_row_counts_failures_as_eager_against_eager_and_torch_compile() -> None:
+    outcomes = [
+        outcome("a", 2.0, 4.0),
+        outcome("b", 1.2, 8.0, ("ncu.set.full",)),
+        outcome("c", None, 0.0),
+    ]
+    config = ConfigScore("x", {}, None, Objective().score(outcomes), (10, 20, 0))
+    compiled = {
+        "a": CompileBaseline(True, 4.0),
+        "b": CompileBaseline(False, None, "build_error: no compiler"),
+        "c": CompileBaseline(True, 0.5),
+    }
+    summary = summarize(config, compiled)
+    assert summary.correct_rate == pytest.approx(2 / 3)
+    assert summary.fast_1 == pytest.approx(2 / 3) and summary.fast_1_5 == pytest.approx(1 / 3)
+    assert summary.geomean_speedup == pytest.approx((2.0 * 1.2 * 1.0) ** (1 / 3))
+    # a: 2/4; b: torch.compile failed, so eager is the bar; c: failed (1.0) against 0.5.
+    assert summary.vs_compile == pytest.approx(
+        math.exp((math.log(0.5) + math.log(1.2) + math.log(2)) / 3)
+    )
+    assert (summary.mean_cost_s, summary.max_cost_s, summary.mean_metrics) == (4.0, 8.0, 10.0)
+    assert summary.incomplete == 1 and summary.not_recorded == 0
+    assert config.fits(8.0) and not config.fits(7.9) and config.fits(None)
+    assert summarize(config, {"a": compiled["a"]}).vs_compile is None

@@ -1,0 +1,170 @@
+"""``autoprofiler report`` on the session's real bench: one self-contained page from a store or
+from the results JSON, rendered by headless Chromium; its one-line errors; the plots' helpers."""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autoprofiler.bench import BenchResult
+from autoprofiler.learn import StudyStorage
+from autoprofiler.report.load import load_benches
+from autoprofiler.report.plots import heatmap_data, pareto_front, winners
+from autoprofiler.store import Store
+from tests.bench.fixtures import BenchRun, invoke
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+# Appended to a copy of the page: the title says how many images decoded, and of how many.
+IMAGE_CHECK = (
+    "<script>window.addEventListener('load', () => { const i = [...document.images];"
+    " document.title = 'decoded ' + i.filter(x => x.complete && x.naturalWidth > 0).length"
+    " + ' of ' + i.length + ', svg ' + document.querySelectorAll('svg').length; });</script>"
+)
+
+
+def write(source: Path, out: Path, *extra: str) -> str:
+    done = invoke(["report", str(source), "-o", str(out), *extra])
+    assert done.exit_code == 0, done.output
+    return out.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def page(bench_run: BenchRun, tmp_path_factory: pytest.TempPathFactory) -> str:
+    return write(bench_run.store, tmp_path_factory.mktemp("report") / "report.html")
+
+
+def test_the_page_holds_the_tables_plots_and_trees_and_fetches_nothing(page: str) -> None:
+    for name in ("none", "static", "SpeedOfLight", "basic", "detailed", "full", "curated24"):
+        assert f"<td>{name}</td>" in page
+    assert page.count("<table>") == 3  # a table per budget, and the per-problem outcomes
+    assert "over budget (up to" in page and "12_transpose_copy" in page
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 4
+    assert all(base64.b64decode(i).startswith(b"\x89PNG\r\n\x1a\n") for i in images)
+    assert page.count("<svg") == 2 and "collect static" in page  # the learned trees
+    # Self-contained: no scripts, no style sheets or images fetched, no links out.
+    assert "<script" not in page and "<link" not in page
+    assert not re.search(r'(src|href)="(?!data:)', page)
+    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
+
+
+def test_the_results_json_gives_the_same_tables(
+    bench_run: BenchRun, page: str, tmp_path: Path
+) -> None:
+    again = write(bench_run.results, tmp_path / "from-json.html")
+    tables = re.findall(r"<table>.*?</table>", page, re.S)
+    assert re.findall(r"<table>.*?</table>", again, re.S) == tables
+
+
+def test_figures_are_written_as_the_same_pngs_the_page_embeds(
+    bench_run: BenchRun, page: str, tmp_path: Path
+) -> None:
+    write(bench_run.store, tmp_path / "r.html", "--figures", str(tmp_path / "figures"))
+    files = sorted((tmp_path / "figures").glob("*.png"))
+    assert [f.name.split("-")[-1] for f in files] == [
+        "learning.png",
+        "metrics.png",
+        "pareto.png",
+        "winners.png",
+    ]
+    embedded = {base64.b64decode(i) for i in re.findall(r'base64,([^"]+)"', page)}
+    assert {f.read_bytes() for f in files} == embedded
+
+
+def test_the_learning_curve_is_read_from_the_stored_study(bench_run: BenchRun) -> None:
+    stored = BenchResult.from_dict(bench_run.results_data())
+    (bench,) = load_benches(bench_run.store)
+    with Store(bench_run.store) as store:
+        trials = StudyStorage(store).trials(bench.budgets[0].study)
+    assert [t.number for t in bench.budgets[0].trials] == [t.number for t in trials]
+    assert bench.budgets[0].trials == stored.budgets[0].trials
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+)
+def test_the_page_renders_in_headless_chromium(page: str, tmp_path: Path) -> None:
+    checked = tmp_path / "checked.html"
+    checked.write_text(page.replace("</body>", IMAGE_CHECK + "</body>"), encoding="utf-8")
+    command = [
+        str(CHROMIUM),
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        checked.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "<title>decoded 4 of 4, svg 2</title>" in done.stdout, done.stdout[:500]
+    shot = tmp_path / "shot.png"
+    command[-2:] = ["--window-size=1200,2400", f"--screenshot={shot}", checked.as_uri()]
+    subprocess.run(command, capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 20_000  # a page with pictures, not a blank one
+
+
+def a_missing_file(folder: Path) -> Path:
+    return folder / "missing.sqlite"
+
+
+def a_json_file_of_something_else(folder: Path) -> Path:
+    path = folder / "x.json"
+    path.write_text("[1]", encoding="utf-8")
+    return path
+
+
+def an_empty_store(folder: Path) -> Path:
+    Store(folder / "empty.sqlite").close()
+    return folder / "empty.sqlite"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (a_missing_file, "cannot read"),
+        (a_json_file_of_something_else, "not bench results"),
+        (an_empty_store, "holds no bench results"),
+    ],
+)
+def test_nothing_to_report_is_one_error_line(make, message: str, tmp_path: Path) -> None:
+    done = invoke(["report", str(make(tmp_path)), "-o", str(tmp_path / "r.html")])
+    assert done.exit_code == 2 and message in done.output
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_an_unknown_bench_name_is_one_error_line(bench_run: BenchRun, tmp_path: Path) -> None:
+    done = invoke(
+        ["report", str(bench_run.store), "--bench", "other", "-o", str(tmp_path / "r.html")]
+    )
+    assert done.exit_code == 2 and "no bench named other (benches: bench)" in done.output
+
+
+def test_pareto_front_and_winners() -> None:
+    points = [(0.0, 1.0), (1.0, 0.9), (2.0, 1.5), (2.0, 1.2), (9.0, 1.5), (10.0, 2.0)]
+    assert pareto_front(points) == [(0.0, 1.0), (2.0, 1.5), (10.0, 2.0)]
+    assert winners([[1.0, 2.0, 1.995], [0.5, 0.5, 0.1]]) == [
+        [False, True, True],
+        [True, True, False],
+    ]
+
+
+def test_the_heatmap_has_a_row_per_test_problem(bench_run: BenchRun) -> None:
+    bench = BenchResult.from_dict(bench_run.results_data())
+    problems, labels, speedups = heatmap_data(bench)
+    assert problems == ["12_transpose_copy", "15_max_pool"]
+    assert labels[-2:] == ["learned @ 5 s", "learned @ 20 s"] and len(labels) == 9
+    assert all(len(row) == 9 for row in speedups)
