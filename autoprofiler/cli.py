@@ -228,7 +228,7 @@ def eval_command(
         rtol=rtol,
         time_compile_baseline=compile_baseline,
     )
-    with _open_store(store, None) as db, make_executor(executor, workers, ray_address) as pool:
+    with open_store(store, None) as db, make_executor(executor, workers, ray_address) as pool:
         found = evaluate_all(pairs, config, pool, db, use_cache=not no_cache)
     rows = [(p.key, found[(p.content_hash, source)]) for p, source in pairs]
     if len(rows) == 1 and as_json:
@@ -259,7 +259,7 @@ def baselines(
     report = load_or_fail(path, levels, ids)
     config = EvalConfig(device=device)
     rows = []
-    with _open_store(store, None) as db:
+    with open_store(store, None) as db:
         for problem in report.problems:
             with console.status(f"{problem.key}: torch.compile vs eager"):
                 result = evaluate(problem, compiled_candidate(problem), config, store=db)
@@ -289,7 +289,7 @@ def _profiling_tree(tree: str | None, groups: list[str]):
         fail(str(exc))
 
 
-def _open_store(store: Path, recordings: list[Path] | None):
+def open_store(store: Path, recordings: list[Path] | None):
     """The store at ``store`` with ``recordings`` imported into it, or one error line."""
     from autoprofiler.profile import ProfilerError, import_recordings
     from autoprofiler.store import Store, StoreError
@@ -345,7 +345,7 @@ def _profiler_for(db, device_key: str, replay: bool):
     return RecordedProfiler(db, device_key) if replay else default_profiler(device_key)
 
 
-def _current_device_key(fallback: str) -> str:
+def current_device_key(fallback: str) -> str:
     import torch
 
     from autoprofiler.profile import device_key
@@ -393,8 +393,8 @@ def profile(
         fail("--record profiles for real: it cannot take --replay")
     report = load_or_fail(path, levels, ids)
     names = _group_list(groups)
-    device_key = device or _current_device_key("cpu" if record else "H200")
-    with _open_store(store, recordings) as db:
+    device_key = device or current_device_key("cpu" if record else "H200")
+    with open_store(store, recordings) as db:
         profiler = _profiler_for(db, device_key, replay)
         try:
             if record:
@@ -521,10 +521,10 @@ def optimize(
         atol=default_tol[0],
         rtol=default_tol[1],
     )
-    device_key = profile_device or _current_device_key("H200")
+    device_key = profile_device or current_device_key("H200")
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    with _open_store(store, recordings) as db:
+    with open_store(store, recordings) as db:
         profiler = _profiler_for(db, device_key, replay)
         replayed = replay_device_for(db, evaluations, evaluated_device)
         config = dataclasses.replace(config, replay_device=replayed)

@@ -124,9 +124,14 @@ def bench_command(
     budget; everything is stored, so a rerun skips finished work.
     """
     from autoprofiler.bench.runner import Bench, BenchError, parse_budgets
-    from autoprofiler.cli import _open_store, console, fail, make_executor, replay_device_for
+    from autoprofiler.cli import console, fail, make_executor, open_store, replay_device_for
     from autoprofiler.evaluate import EvalConfig, evaluation_device, export_evaluations
-    from autoprofiler.learn.cli import _problems, _proposer, _resolve_device, _rewriter
+    from autoprofiler.learn.cli import (
+        make_proposer,
+        recorded_problems,
+        resolve_device,
+        rewriter_from_spec,
+    )
     from autoprofiler.learn.learner import LearnConfig
     from autoprofiler.learn.objective import Objective
     from autoprofiler.profile import RecordedProfiler
@@ -143,21 +148,21 @@ def bench_command(
     if not replay and problems is None:
         fail("--problems is needed to profile them (or --replay to use the recordings)")
     with (
-        _open_store(store, recordings) as db,
+        open_store(store, recordings) as db,
         make_executor(executor, workers, ray_address) as pool,
     ):
         replayed = replay_device_for(db, evaluations, evaluated_device)
         device_key = _recordings_device(db, problems, replay, recorded_device, levels, ids)
         profiler = RecordedProfiler(db, device_key)
-        chosen = _problems(db, problems, profiler, console, levels, ids)
+        chosen = recorded_problems(db, problems, profiler, console, levels, ids)
         train_set, test_set = _split(chosen, train, test, seed)
-        eval_device = _resolve_device(device)
+        eval_device = resolve_device(device)
         bench = Bench(
             name,
             db,
             profiler,
-            _rewriter(rewriter, llm, base_url, db),
-            _proposer(proposer, edits_per_round, llm, base_url, db),
+            rewriter_from_spec(rewriter, llm, base_url, db),
+            make_proposer(proposer, edits_per_round, llm, base_url, db),
             eval_config=EvalConfig(device=device, replay_device=replayed),
             context=RewriteContext(
                 device=eval_device, device_name=device_key if eval_device == "cuda" else ""
@@ -206,13 +211,13 @@ def _recordings_device(
 ) -> str:
     """The device whose recordings are used; without ``replay`` the problems' missing
     recordings are made first, with this machine's profilers."""
-    from autoprofiler.cli import _current_device_key, console, fail, load_or_fail
-    from autoprofiler.learn.cli import _recorded_device
+    from autoprofiler.cli import console, current_device_key, fail, load_or_fail
+    from autoprofiler.learn.cli import choose_recorded_device
     from autoprofiler.profile import GROUPS, ProfilerError, default_profiler, record_profiles
 
     if replay:
-        return _recorded_device(db, wanted)
-    device_key = wanted or _current_device_key("cpu")
+        return choose_recorded_device(db, wanted)
+    device_key = wanted or current_device_key("cpu")
     assert problems is not None
     loaded = load_or_fail(problems, levels, ids).problems
     with console.status(f"recording profiles of {len(loaded)} problems on {device_key}"):

@@ -196,13 +196,15 @@ def learn_command(
     with db, make_executor(executor, workers, ray_address) as pool:
         _import(db, recordings or [], console)
         replayed = replay_device_for(db, evaluations, evaluated_device)
-        device_key = _recorded_device(db, recorded_device)
+        device_key = choose_recorded_device(db, recorded_device)
         profiler = RecordedProfiler(db, device_key)
-        train_set, validation_set = _split(_problems(db, problems, profiler, console), train, seed)
-        eval_device = _resolve_device(device)
+        train_set, validation_set = _split(
+            recorded_problems(db, problems, profiler, console), train, seed
+        )
+        eval_device = resolve_device(device)
         scorer = TreeScorer(
             profiler,
-            _rewriter(rewriter, llm, base_url, db),
+            rewriter_from_spec(rewriter, llm, base_url, db),
             db,
             budget_s=budget,
             objective=objective_,
@@ -214,7 +216,7 @@ def learn_command(
         )
         learner = TreeLearner(
             scorer,
-            _proposer(proposer, edits_per_round, llm, base_url, db),
+            make_proposer(proposer, edits_per_round, llm, base_url, db),
             LearnConfig(iterations, patience, time_limit, seed),
         )
         console.print(
@@ -246,7 +248,7 @@ def _import(db: Store, files: list[Path], console: Console) -> None:
         console.print(f"imported {count} recorded profiles from {file}", highlight=False)
 
 
-def _recorded_device(db: Store, wanted: str) -> str:
+def choose_recorded_device(db: Store, wanted: str) -> str:
     from autoprofiler.cli import fail
 
     devices = sorted({device for _, device, _, _ in db.iter_profile_records()})
@@ -260,7 +262,7 @@ def _recorded_device(db: Store, wanted: str) -> str:
     return devices[0]
 
 
-def _problems(
+def recorded_problems(
     db: Store,
     path: Path | None,
     profiler: RecordedProfiler,
@@ -311,7 +313,7 @@ def _split(problems: list[Problem], train: str, seed: int) -> tuple[list[Problem
         fail(f"--train {train}: {exc}")
 
 
-def _resolve_device(device: str) -> str:
+def resolve_device(device: str) -> str:
     if device != "auto":
         return device
     import torch
@@ -331,7 +333,7 @@ def _llm_client(llm: str | None, base_url: str | None, db: Store, what: str) -> 
         fail(str(exc))
 
 
-def _rewriter(spec: str, llm: str | None, base_url: str | None, db: Store) -> Rewriter:
+def rewriter_from_spec(spec: str, llm: str | None, base_url: str | None, db: Store) -> Rewriter:
     """The rewriter named by ``--rewriter``: rules, llm, or ``MODULE:NAME`` of a Rewriter
     subclass or factory (called with no arguments)."""
     from autoprofiler.cli import fail, make_rewriter
@@ -350,7 +352,7 @@ def _rewriter(spec: str, llm: str | None, base_url: str | None, db: Store) -> Re
     return made
 
 
-def _proposer(
+def make_proposer(
     kind: ProposerKind, edits: int, llm: str | None, base_url: str | None, db: Store
 ) -> Proposer:
     from autoprofiler.learn.proposers import LLMProposer, LocalSearchProposer
