@@ -21,24 +21,32 @@ from autoprofiler.profile.catalogue import GROUPS
 from autoprofiler.store import Store
 
 
-def group_costs(store: Store, device: str) -> dict[str, list[tuple[float, int]]]:
-    """``{group: [(seconds, replay passes) per problem]}`` from the recordings of ``device``."""
-    costs: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for _, record_device, group, profile in store.iter_profile_records():
+def group_costs(store: Store, device: str) -> dict[str, dict[str, tuple[float, int]]]:
+    """``{group: {problem hash: (seconds, replay passes)}}`` from the recordings of ``device``."""
+    costs: dict[str, dict[str, tuple[float, int]]] = defaultdict(dict)
+    for problem_hash, record_device, group, profile in store.iter_profile_records():
         if record_device != device:
             continue
         cost = profile.get("group_costs", {}).get(group)
         seconds = cost["seconds"] if cost else profile.get("cost_s", 0.0)
         passes = cost["replay_passes"] if cost else profile.get("replay_passes", 0)
-        costs[group].append((seconds, passes))
+        costs[group][problem_hash] = (seconds, passes)
     return costs
 
 
-def table(costs: dict[str, list[tuple[float, int]]], startup: dict) -> list[str]:
-    full = costs.get("ncu.set.full")
-    full_median = statistics.median(s for s, _ in full) if full else None
+def ratio_to_full(rows: dict[str, tuple[float, int]], full: dict[str, tuple[float, int]]) -> str:
+    """Median over the problems that also have ``--set full`` of this group's seconds over
+    full's on the same problem, with how many problems it rests on."""
+    ratios = [rows[h][0] / full[h][0] for h in rows.keys() & full.keys() if full[h][0] > 0]
+    if not ratios:
+        return "full not recorded"
+    return f"{statistics.median(ratios):.2f} ({len(ratios)})"
+
+
+def table(costs: dict[str, dict[str, tuple[float, int]]], startup: dict) -> list[str]:
+    full = costs.get("ncu.set.full", {})
     lines = [
-        "| group | problems | median s | max s | median passes | median / full |",
+        "| group | problems | median s | max s | median passes | median / full (problems) |",
         "|---|---|---|---|---|---|",
     ]
     for name in GROUPS:
@@ -46,12 +54,10 @@ def table(costs: dict[str, list[tuple[float, int]]], startup: dict) -> list[str]
         if not rows:
             lines.append(f"| {name} | 0 | not recorded | | | |")
             continue
-        seconds = [s for s, _ in rows]
-        median = statistics.median(seconds)
-        ratio = f"{median / full_median:.2f}" if full_median else "full not recorded"
+        seconds = [s for s, _ in rows.values()]
         lines.append(
-            f"| {name} | {len(rows)} | {median:.2f} | {max(seconds):.2f} | "
-            f"{statistics.median(p for _, p in rows):.0f} | {ratio} |"
+            f"| {name} | {len(rows)} | {statistics.median(seconds):.2f} | {max(seconds):.2f} | "
+            f"{statistics.median(p for _, p in rows.values()):.0f} | {ratio_to_full(rows, full)} |"
         )
     lines.append("")
     for profiler, entry in sorted(startup.items()):

@@ -1,8 +1,9 @@
 """The rule rewriter on recorded GPU data: no profile, the richest profile, and the oracle.
 
 For every problem with recordings and recorded evaluations (from ``benchmarks/rule_sweep.py``),
-the ``RuleRewriter`` is asked once with no profile and once with every recorded group (the
-richest profile the recordings hold), and each pick's recorded evaluation is looked up; the
+the ``RuleRewriter`` is asked once with no profile, once with every recorded group (the
+richest profile the recordings hold) and, where it is recorded, once with the ``--set full``
+profile alone; each pick's recorded evaluation is looked up; the
 oracle is the best of all the candidates the rewriter could have picked (every one was
 evaluated by the sweep). Nothing runs on a GPU: this rebuilds ``docs/results/rewriter.md``.
 
@@ -36,6 +37,7 @@ from autoprofiler.rewrite.rules import RuleRewriter
 from autoprofiler.store import Store
 
 DEVICE = "cuda:NVIDIA H200"
+SET_FULL = "ncu.set.full"
 
 
 @dataclass
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     atol, rtol = config.tolerance_for("float32")
     context = RewriteContext(device="cuda", device_name="H200", atol=atol, rtol=rtol)
     rewriter = RuleRewriter(exclude=args.exclude)
+    unrestricted = RuleRewriter()
     profiler = RecordedProfiler(store, args.recorded_device)
     hashes = dict.fromkeys(h for h, d, _, _ in store.iter_profile_records() if d == profiler.device)
     problems = sorted(
@@ -104,13 +107,21 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     missing = []
+    excluded_picks: dict[str, list[str]] = {}
     for problem in problems:
         groups = [get_group(g) for g in profiler.records(problem.content_hash)]
         full = profiler.collect(problem, groups)
+        asked = [("none", None), ("full", full)]
+        if SET_FULL in profiler.records(problem.content_hash):
+            asked.append((SET_FULL, profiler.collect(problem, [get_group(SET_FULL)])))
         chosen = {
             label: rewriter.rewrite(problem, profile, context).info.get("transformation", "")
-            for label, profile in (("none", None), ("full", full))
+            for label, profile in asked
         }
+        for label, profile in asked:
+            wanted = unrestricted.rewrite(problem, profile, context).info.get("transformation")
+            if wanted in args.exclude:
+                excluded_picks.setdefault(label, []).append(f"{problem.key} ({wanted})")
         options = [pick(problem, name) for name in rewriter.reachable(problem, context)]
         if any(o.result.failure_kind == FailureKind.NOT_RECORDED for o in options):
             missing.append(problem.key)
@@ -118,13 +129,16 @@ def main(argv: list[str] | None = None) -> int:
         by_name = {o.name: o for o in options}
         oracle = max(options, key=lambda o: o.speedup)
         picked = (by_name[chosen["none"]], by_name[chosen["full"]], oracle)
-        rows.append((problem, *picked, full.cost_s, options))
-    _write(args, rows, missing)
+        set_full = by_name[chosen[SET_FULL]] if SET_FULL in chosen else None
+        rows.append((problem, *picked, full.cost_s, options, set_full))
+    _write(args, rows, missing, excluded_picks)
     store.close()
     return 0
 
 
-def _write(args: argparse.Namespace, rows: list, missing: list[str]) -> None:
+def _write(
+    args: argparse.Namespace, rows: list, missing: list[str], excluded_picks: dict[str, list[str]]
+) -> None:
     def cmp(p: Pick) -> str:
         value = p.over_compile
         return "" if value is None else f"{value:.2f}x"
@@ -154,20 +168,31 @@ def _write(args: argparse.Namespace, rows: list, missing: list[str]) -> None:
         "```",
         "",
         "with `IDS` = 1 23 40 63 33 41 53 73 4 8 12 16 20 27 30 36 44 48 57 60 66 69 77 80 84 87",
-        "90 94 97 13 18 25 (the same ids in levels 1 and 2: 64 problems).",
+        "90 94 97 13 18 25 (the same ids in levels 1 and 2: 64 problems), and every other group,",
+        "`--set full` included, on 30 of them (`docs/results/profiling_costs.md`).",
         "*none*: the rewriter asked with no profile (its prior); *full*: asked with every group",
-        "recorded for the problem (static, torch.kernels, torch.ops, ncu SpeedOfLight,",
-        "LaunchStats, Occupancy, set basic, and where recorded curated24, MemoryWorkloadAnalysis,",
-        "ComputeWorkloadAnalysis). *oracle*: the best reachable candidate in hindsight. A failed",
-        "candidate counts 1.0x (the reference stays). *×compile*: against `torch.compile` of the",
-        "reference (default mode), timed in the same worker. `compile_max_autotune` is left out",
-        "of the rewriter for this run (`--rewriter rules-without-compile_max_autotune`): its",
-        "autotuning takes minutes per problem, more than the session's GPU time allowed.",
+        "recorded for the problem (at least static, torch.kernels, torch.ops, ncu SpeedOfLight,",
+        "LaunchStats, Occupancy; on 30 problems every group of the catalogue); *`--set full`*:",
+        "asked with the profile of ncu's full set alone, where recorded. *oracle*: the best",
+        "reachable candidate in hindsight. A failed candidate counts 1.0x (the reference",
+        "stays). *×compile*: against `torch.compile` of the reference (default mode), timed in",
+        "the same worker. `compile_max_autotune` is left out of the rewriter for this run",
+        "(`--rewriter rules-without-compile_max_autotune`): its autotuning takes minutes per",
+        "problem, more than the sessions' GPU time allowed, so it has no recorded evaluations.",
         "",
     ]
+    with_set_full = [row for row in rows if row[6] is not None]
     summary = []
-    for label, index in (("none", 1), ("full", 2), ("oracle", 3)):
-        picks = [row[index] for row in rows]
+    for label, picks in (
+        ("none", [row[1] for row in rows]),
+        ("full", [row[2] for row in rows]),
+        ("oracle", [row[3] for row in rows]),
+        (f"none, on the {len(with_set_full)} with `--set full`", [r[1] for r in with_set_full]),
+        ("`--set full` alone", [row[6] for row in with_set_full]),
+        (f"oracle, on the {len(with_set_full)}", [row[3] for row in with_set_full]),
+    ):
+        if not picks:
+            continue
         speedups = [p.speedup for p in picks]
         over = [p.over_compile or 1.0 for p in picks]
         correct = sum(p.result.correct for p in picks)
@@ -193,6 +218,12 @@ def _write(args: argparse.Namespace, rows: list, missing: list[str]) -> None:
         f"({', '.join(sorted({o.name for o in triton}))}).",
         "",
     ]
+    same = sum(row[6].name == row[2].name for row in with_set_full)
+    lines += [
+        f"`--set full` alone led to the same pick as every recorded group on {same} of the "
+        f"{len(with_set_full)} problems where it is recorded.",
+        "",
+    ]
     changed = [row for row in rows if row[1].name != row[2].name]
     lines += [
         f"The profile changed the rewriter's pick on {len(changed)} of {len(rows)} problems:",
@@ -206,18 +237,26 @@ def _write(args: argparse.Namespace, rows: list, missing: list[str]) -> None:
         "slower or fails, so its correct rate can be below the rewriter's.",
         "",
     ]
+    for label, picks in excluded_picks.items():
+        lines += [
+            f"Without `--exclude`, the rewriter asked with *{label}* would have picked an "
+            f"excluded transformation on {len(picks)} problems: {', '.join(picks)}.",
+            "",
+        ]
     if missing:
         lines += [f"Left out (not every reachable candidate evaluated): {', '.join(missing)}.", ""]
     lines += [
         "## Per problem",
         "",
-        "| problem | none | ×compile | full | ×compile | oracle | ×compile | full profile s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| problem | none | ×compile | full | ×compile | `--set full` | oracle | ×compile |"
+        " full profile s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for problem, none, full, oracle, cost, _ in rows:
+    for problem, none, full, oracle, cost, _, set_full in rows:
         lines.append(
             f"| {problem.key} | {none.cell()} | {cmp(none)} | {full.cell()} | {cmp(full)} | "
-            f"{oracle.cell()} | {cmp(oracle)} | {cost:.1f} |"
+            f"{set_full.cell() if set_full else '-'} | {oracle.cell()} | {cmp(oracle)} | "
+            f"{cost:.1f} |"
         )
     args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

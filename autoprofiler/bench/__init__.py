@@ -22,6 +22,7 @@ from autoprofiler.bench.runner import (
     BenchError,
     learning_curve,
     parse_budgets,
+    parse_cost_weights,
 )
 from autoprofiler.bench.split import stratified_split
 
@@ -43,6 +44,7 @@ __all__ = [
     "fast_p",
     "learning_curve",
     "parse_budgets",
+    "parse_cost_weights",
     "stratified_split",
     "summarize",
 ]

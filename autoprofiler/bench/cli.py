@@ -93,6 +93,15 @@ def bench_command(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the proposer.")] = 0,
     objective: ObjectiveOption = "geomean_speedup",
+    cost_weights: Annotated[
+        str,
+        typer.Option(
+            "--cost-weights",
+            help="Also learn, per budget, a tree for each cost weight W (the objective times "
+            "exp(-W x profiling seconds per problem)): 0,0.01,0.05. Prints the Pareto front "
+            "of the learned trees.",
+        ),
+    ] = "0",
     device: DeviceOption = "auto",
     executor: ExecutorOption = "local",
     workers: WorkersOption = None,
@@ -123,7 +132,7 @@ def bench_command(
     scored on the test problems through the same rewriter and evaluator. Prints a table per
     budget; everything is stored, so a rerun skips finished work.
     """
-    from autoprofiler.bench.runner import Bench, BenchError, parse_budgets
+    from autoprofiler.bench.runner import Bench, BenchError, parse_budgets, parse_cost_weights
     from autoprofiler.cli import console, fail, make_executor, open_store, replay_device_for
     from autoprofiler.evaluate import EvalConfig, evaluation_device, export_evaluations
     from autoprofiler.learn.cli import (
@@ -135,13 +144,14 @@ def bench_command(
     from autoprofiler.learn.learner import LearnConfig
     from autoprofiler.learn.objective import Objective
     from autoprofiler.profile import RecordedProfiler
-    from autoprofiler.report.tables import bench_tables
+    from autoprofiler.report.tables import bench_tables, pareto_table
     from autoprofiler.rewrite.base import RewriteContext
 
     if device not in DEVICES:
         fail(f"--device must be one of {', '.join(DEVICES)}, not {device!r}")
     try:
         chosen_budgets = parse_budgets(budgets)
+        chosen_weights = parse_cost_weights(cost_weights)
         objective_ = Objective(objective)
     except ValueError as exc:
         fail(str(exc))
@@ -180,7 +190,13 @@ def bench_command(
         )
         try:
             with console.status("starting") as status:
-                result = bench.run(train_set, test_set, chosen_budgets, lambda s: status.update(s))
+                result = bench.run(
+                    train_set,
+                    test_set,
+                    chosen_budgets,
+                    lambda s: status.update(s),
+                    cost_weights=chosen_weights,
+                )
         except BenchError as exc:
             fail(str(exc))
         if export is not None:
@@ -189,6 +205,8 @@ def bench_command(
             console.print(f"exported {count} evaluations on {label} to {export}", highlight=False)
     for table in bench_tables(result):
         console.print(table)
+    if len(chosen_weights) > 1:
+        console.print(pareto_table(result))
     stats = result.stats
     console.print(
         f"{stats['rewrites_run']:g} rewrites and {stats['evaluations_run']:g} evaluations run "

@@ -26,9 +26,10 @@ _SLACK_S = 1e-9
 _NOT_RECORDED = FailureKind.NOT_RECORDED.value
 
 
-def budget_label(budget_s: float | None) -> str:
-    """``"20 s"``, or ``"unlimited"`` for None."""
-    return "unlimited" if budget_s is None else f"{budget_s:g} s"
+def budget_label(budget_s: float | None, cost_weight: float = 0.0) -> str:
+    """``"20 s"``, or ``"unlimited"`` for None; ``"20 s, cost weight 0.01"`` with a weight."""
+    label = "unlimited" if budget_s is None else f"{budget_s:g} s"
+    return f"{label}, cost weight {cost_weight:g}" if cost_weight else label
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,9 @@ class TrialPoint:
 
 @dataclass(frozen=True)
 class BudgetResult:
-    """What was learned under one budget: the study, the learned tree's test outcomes, its
-    training score, the start tree's, and the learning curve."""
+    """What was learned under one budget (and cost weight, see ``Objective.cost_weight``): the
+    study, the learned tree's test outcomes, its training score, the start tree's, and the
+    learning curve."""
 
     budget_s: float | None
     study: str
@@ -162,10 +164,17 @@ class BudgetResult:
     start_train_score: TreeScore
     trials: tuple[TrialPoint, ...]
     stop_reason: str
+    cost_weight: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """The budget, and the cost weight when there is one."""
+        return budget_label(self.budget_s, self.cost_weight)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "budget_s": self.budget_s,
+            "cost_weight": self.cost_weight,
             "study": self.study,
             "learned": self.learned.to_dict(),
             "train_score": self.train_score.to_dict(),
@@ -184,6 +193,7 @@ class BudgetResult:
             start_train_score=TreeScore.from_dict(data["start_train_score"]),
             trials=tuple(TrialPoint(**t) for t in data["trials"]),
             stop_reason=data["stop_reason"],
+            cost_weight=data.get("cost_weight", 0.0),
         )
 
 
@@ -228,6 +238,26 @@ class BenchResult:
             TableRow(c, c.fits(budget.budget_s), summarize(c, baselines, objective))
             for c in (*self.fixed, budget.learned)
         ]
+
+    def pareto_front(self) -> list[BudgetResult]:
+        """The learned trees that no other learned tree beats on both test quality (geomean
+        speedup over eager) and mean profiling seconds per problem, cheapest first; of trees
+        learned alike, the first."""
+        objective = self.objective()
+        points: dict[str, tuple[BudgetResult, float, float]] = {}
+        for budget in self.budgets:
+            summary = summarize(budget.learned, self.compile_baselines, objective)
+            key = repr(budget.learned.tree.get("root"))
+            points.setdefault(key, (budget, summary.mean_cost_s, summary.geomean_speedup))
+
+        def beaten(cost: float, quality: float) -> bool:
+            return any(
+                c <= cost and q >= quality and (c < cost or q > quality)
+                for _, c, q in points.values()
+            )
+
+        front = [p for p in points.values() if not beaten(p[1], p[2])]
+        return [budget for budget, *_ in sorted(front, key=lambda p: (p[1], -p[2]))]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -10,16 +10,23 @@ Everything goes to the store as it is done, so a rerun skips finished work: the 
 settings (key-value space ``bench.spec``, under the bench name; a rerun must match them), each
 configuration's test outcomes (``bench.row``, under ``<name>/<tree hash>/<budget>``), the
 learning study of each budget (resumed by its name, ``<name>/budget=<budget>``), and the result
-of the latest run (``bench.run``, under the name). Budgets and the number of learning rounds are
-not part of the settings: a rerun with another budget adds its study and rows, and one with
-more rounds continues the studies.
+of the latest run (``bench.run``, under the name). Budgets, cost weights and the number of
+learning rounds are not part of the settings: a rerun with another budget or weight adds its
+study and rows, and one with more rounds continues the studies.
+
+Cost weights (``Objective.cost_weight``) trade quality against profiling time: each budget
+learns one tree per weight (weight 0: the bench's own objective, study
+``<name>/budget=<budget>``; others ``<name>/budget=<budget>/cost_weight=<w>``), every learned
+tree is scored on the test problems with the bench's own objective, and
+``BenchResult.pareto_front`` keeps the learned trees no other one beats on both test quality and
+profiling seconds.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from autoprofiler.bench.result import (
@@ -79,6 +86,24 @@ def parse_budgets(text: str) -> tuple[float | None, ...]:
     return tuple(budgets)
 
 
+def parse_cost_weights(text: str) -> tuple[float, ...]:
+    """``"0,0.01,0.05"`` as ``(0.0, 0.01, 0.05)``, repeats dropped. Raises ``ValueError`` (one
+    line) on anything but finite non-negative numbers."""
+    weights: dict[float, None] = {}
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            weight = float(part)
+        except ValueError:
+            weight = -1.0
+        if not 0 <= weight < float("inf"):
+            raise ValueError(
+                f"bad cost weight {part!r} in {text!r}: give non-negative numbers per second, "
+                "like 0,0.01,0.05"
+            )
+        weights[weight] = None
+    return tuple(weights)
+
+
 def _budget_key(budget_s: float | None) -> str:
     return "inf" if budget_s is None else f"{budget_s:g}"
 
@@ -123,14 +148,18 @@ class Bench:
         self._stats: list[CacheStats] = []
         self._compile_runs = 0
 
-    def scorer(self, budget_s: float | None) -> TreeScorer:
-        """A scorer of trees under ``budget_s`` through this bench's rewriter and evaluator."""
+    def scorer(self, budget_s: float | None, cost_weight: float | None = None) -> TreeScorer:
+        """A scorer of trees under ``budget_s`` through this bench's rewriter and evaluator,
+        with the bench's objective (its cost weight replaced by ``cost_weight`` if given)."""
+        objective = self.objective
+        if cost_weight is not None:
+            objective = replace(objective, cost_weight=cost_weight)
         scorer = TreeScorer(
             self.profiler,
             self.rewriter,
             self.store,
             budget_s=budget_s,
-            objective=self.objective,
+            objective=objective,
             eval_config=self.eval_config,
             context=self.context,
             rewriter_id=self.rewriter_id,
@@ -165,8 +194,10 @@ class Bench:
         test: Sequence[Problem],
         budgets: Sequence[float | None],
         on_progress: Callable[[str], None] | None = None,
+        cost_weights: Sequence[float] = (0.0,),
     ) -> BenchResult:
-        """Run (or continue) the bench on the split for each budget; see the module docstring.
+        """Run (or continue) the bench on the split for each budget and cost weight; see the
+        module docstring.
 
         Raises ``BenchError`` when the bench exists with other settings.
         """
@@ -182,7 +213,11 @@ class Bench:
         for name, tree in self.configurations.items():
             say(f"scoring {name} on {len(test)} test problems")
             fixed.append(self._config_score(unlimited, name, tree, test))
-        per_budget = [self._budget(budget, train, test, say) for budget in budgets]
+        per_budget = [
+            self._budget(budget, weight, train, test, say)
+            for budget in budgets
+            for weight in cost_weights or (0.0,)
+        ]
         result = BenchResult(
             name=self.name,
             spec=spec,
@@ -275,14 +310,18 @@ class Bench:
     def _budget(
         self,
         budget_s: float | None,
+        cost_weight: float,
         train: Sequence[Problem],
         test: Sequence[Problem],
         say: Callable[[str], None],
     ) -> BudgetResult:
-        label = budget_label(budget_s)
+        label = budget_label(budget_s, cost_weight)
         study = f"{self.name}/budget={_budget_key(budget_s)}"
+        if cost_weight:
+            study += f"/cost_weight={cost_weight:g}"
         scorer = self.scorer(budget_s)
-        learner = TreeLearner(scorer, self.proposer, self.learn_config)
+        learning = self.scorer(budget_s, cost_weight) if cost_weight else scorer
+        learner = TreeLearner(learning, self.proposer, self.learn_config)
         resume = StudyStorage(self.store).get(study) is not None
 
         def progress(state: LearnProgress) -> None:
@@ -300,6 +339,7 @@ class Bench:
         say(f"scoring the tree learned under {label} on {len(test)} test problems")
         return BudgetResult(
             budget_s=budget_s,
+            cost_weight=cost_weight,
             study=study,
             learned=self._config_score(scorer, LEARNED, learned.tree, test),
             train_score=learned.score,

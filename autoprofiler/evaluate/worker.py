@@ -12,7 +12,8 @@ while candidate code runs. Correctness trials use seeds derived from the configu
 timing inputs and the re-check after timing use seeds drawn at run time, and the re-check
 refills the very tensors that were timed, so outputs precomputed or cached during timing go
 stale; a last call on the same values, the previous output overwritten with NaN in between,
-shows an output handed back from a cache keyed on the input's values.
+shows an output handed back from a cache keyed on the input's values. The trial at a second
+input shape comes after all of that, so what was timed never saw another shape.
 :mod:`~autoprofiler.evaluate.guard` and :mod:`~autoprofiler.evaluate.audit` watch what
 the candidate changes, leaves running, writes and inspects.
 """
@@ -548,14 +549,16 @@ def judge(job: dict, status: _StatusPipe, audit: AuditWatch) -> EvalResult:
             run.check_guard()
             _check_correctness(run)
             _release(device)
-            _check_other_shape(run)
-            _release(device)
             run.check_guard()
             timed_inputs = _timing_phase(run)
             run.check_guard()
             _release(device)
             _recheck(run, timed_inputs)
             del timed_inputs
+            _release(device)
+            # Last: a JIT (torch.compile's automatic dynamic shapes) that saw a second shape
+            # recompiles for any shape, and the timed program must be the one it made for these.
+            _check_other_shape(run)
             run.check_guard()
         except CandidateFailure:
             raise

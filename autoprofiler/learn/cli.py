@@ -70,6 +70,15 @@ EditsPerRoundOption = Annotated[
 ObjectiveOption = Annotated[
     str, typer.Option("--objective", help="geomean_speedup, fast_1 or correct_rate.")
 ]
+CostWeightOption = Annotated[
+    float,
+    typer.Option(
+        "--cost-weight",
+        min=0.0,
+        help="Trade quality for profiling time: the objective times exp(-W x mean profiling "
+        "seconds per problem) (0.01: 10 s more must buy about 10 % more).",
+    ),
+]
 DeviceOption = Annotated[
     str, typer.Option("--device", help="Evaluate candidates on auto, cuda or cpu.")
 ]
@@ -155,6 +164,7 @@ def learn_command(
     ] = None,
     edits_per_round: EditsPerRoundOption = 6,
     objective: ObjectiveOption = "geomean_speedup",
+    cost_weight: CostWeightOption = 0.0,
     noise_floor: Annotated[
         float, typer.Option("--noise-floor", min=0.0, help="Smallest relative improvement.")
     ] = 0.01,
@@ -185,7 +195,7 @@ def learn_command(
     if device not in DEVICES:
         fail(f"--device must be one of {', '.join(DEVICES)}, not {device!r}")
     try:
-        objective_ = Objective(objective, noise_floor=noise_floor)
+        objective_ = Objective(objective, noise_floor=noise_floor, cost_weight=cost_weight)
         start_tree = resolve_tree(start).validate()
     except (ValueError, TreeError) as exc:
         fail(str(exc))

@@ -8,6 +8,11 @@ its real speedup (below 1.0x): the learner must see that a profile led the rewri
 ``fast_1`` (the share of problems correct and faster than eager) and the correctness rate are
 reported beside it and may be chosen as the objective instead.
 
+Quality against profiling time: with ``cost_weight`` w (per second), the objective is
+multiplied by ``exp(-w * s)``, s being the tree's mean profiling seconds per problem. A tree
+that profiles 10 s longer must then be ``exp(10 w)`` times better (w = 0.01: about 10 % more
+geomean speedup) to win; learning at several weights traces the quality-cost Pareto front.
+
 Acceptance (``judge``): a tree replaces the incumbent when its objective is higher by more than
 a relative noise margin; within the margin (a tie) the cheaper tree wins (lower mean profiling
 cost per problem). The margin is the larger of a floor (1 % by default) and the timing noise
@@ -197,21 +202,38 @@ class Objective:
 
     ``name`` picks the objective from ``OBJECTIVES``; ``failure_speedup`` is what a failed
     problem counts as (1.0: the reference stays in place); ``noise_floor`` is the smallest
-    relative margin an improvement must beat.
+    relative margin an improvement must beat; ``cost_weight`` discounts the objective by
+    ``exp(-cost_weight * mean profiling seconds per problem)`` (0: profiling time only breaks
+    ties).
     """
 
     name: str = "geomean_speedup"
     failure_speedup: float = 1.0
     noise_floor: float = 0.01
+    cost_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.name not in OBJECTIVES:
             raise ValueError(f"unknown objective {self.name!r} (known: {', '.join(OBJECTIVES)})")
         if self.failure_speedup <= 0 or self.noise_floor < 0:
             raise ValueError("failure_speedup must be > 0 and noise_floor >= 0")
+        if not 0 <= self.cost_weight < math.inf:
+            raise ValueError(f"cost weight must be >= 0 per second, got {self.cost_weight}")
+
+    @property
+    def label(self) -> str:
+        """The objective's name, with its cost discount when there is one."""
+        if not self.cost_weight:
+            return self.name
+        return f"{self.name} x exp(-{self.cost_weight:g}/s)"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings; ``cost_weight`` only when set, so that settings stored before it
+        existed still match."""
+        data = asdict(self)
+        if not self.cost_weight:
+            del data["cost_weight"]
+        return data
 
     def speedup(self, outcome: ProblemOutcome) -> float:
         """The speedup ``outcome`` counts for: its own when correct and timed, else the
@@ -228,9 +250,10 @@ class Objective:
             raise ValueError("a score needs at least one problem")
         speedups = [self.speedup(o) for o in outcomes]
         costs = [o.cost_s for o in outcomes]
+        discount = math.exp(-self.cost_weight * statistics.fmean(costs))
         return TreeScore(
-            objective=self.name,
-            value=OBJECTIVES[self.name](speedups, outcomes),
+            objective=self.label,
+            value=OBJECTIVES[self.name](speedups, outcomes) * discount,
             geomean_speedup=geomean_speedup(speedups, outcomes),
             fast_1=fast_1(speedups, outcomes),
             correct_rate=correct_rate(speedups, outcomes),

@@ -286,7 +286,7 @@ def _builtin_groups() -> dict[str, MetricGroup]:
             "Branch divergence, uncoalesced global accesses and sampled stall "
             "hot spots per source line.",
             ("SourceCounters",),
-            2.0,
+            3.0,
             6,
         ),
         _ncu(
@@ -301,7 +301,7 @@ def _builtin_groups() -> dict[str, MetricGroup]:
             "Achieved FLOP/s against arithmetic intensity per precision and memory "
             "level: the headroom left at each level.",
             ROOFLINE_SECTIONS,
-            1.5,
+            2.5,
             8,
         ),
     ]
@@ -332,7 +332,7 @@ def _builtin_groups() -> dict[str, MetricGroup]:
         ),
     }
     groups.update({g.name: g for g in singles})
-    set_costs = {"basic": (1.5, 10), "detailed": (3.5, 20), "full": (8.0, 38)}
+    set_costs = {"basic": (1.5, 10), "detailed": (12.0, 60), "full": (16.0, 90)}
     set_text = {
         "basic": "ncu's basic set: speed of light, launch, occupancy and workload distribution.",
         "detailed": "ncu's detailed set: basic plus compute and memory workload analysis, source "

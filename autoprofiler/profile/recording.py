@@ -179,7 +179,9 @@ def record_profiles(
     Chunks of ``chunk_size`` problems are profiled with every group before the next chunk starts,
     so a run stopped by ``deadline_s`` (seconds from the call) has complete profiles for the
     problems it reached. No batch is started that its estimated duration (the catalogue cost, or
-    the last observed seconds per problem of that group) says would overrun the deadline.
+    the last observed seconds per problem of that group) says would overrun the deadline; such a
+    group is passed over and the next (perhaps cheaper) group tried, so a short slot still
+    records what fits in it.
     ``groups`` overrides the catalogue lookup of ``group_names`` (for groups not in it).
     A ``ProfilerError`` of a whole run (ncu missing, counters not permitted) is raised.
     """
@@ -206,8 +208,7 @@ def record_profiles(
                     if time.monotonic() - started + needed > deadline_s:
                         report.stopped_early = True
                         say(f"deadline: not starting {group.name} on {span} (~{needed:.0f} s)")
-                        report.seconds = time.monotonic() - started
-                        return report
+                        break
                 result = profiler.collect_many(todo, [group])
                 observed[group.name] = result.wall_s / len(todo)
                 slowdown = max(slowdown, observed[group.name] / _catalogue_s(group))

@@ -9,9 +9,15 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from pathlib import Path
 
-from autoprofiler.bench.result import BenchResult, BudgetResult, ConfigScore, budget_label
+from autoprofiler.bench.result import BenchResult, BudgetResult, ConfigScore
 from autoprofiler.report import plots
-from autoprofiler.report.tables import COLUMNS, budget_title, row_cells
+from autoprofiler.report.tables import (
+    COLUMNS,
+    PARETO_COLUMNS,
+    budget_title,
+    pareto_rows,
+    row_cells,
+)
 from autoprofiler.tree.export import export_svg
 from autoprofiler.tree.serialize import tree_from_dict
 
@@ -97,12 +103,25 @@ def _budget_section(bench: BenchResult, budget: BudgetResult) -> str:
     )
 
 
+def _pareto_section(bench: BenchResult) -> str:
+    """The quality-cost front of the learned trees, when trees were learned at cost weights."""
+    if not any(b.cost_weight for b in bench.budgets):
+        return ""
+    return (
+        "<h3>Pareto front of the learned trees</h3>"
+        + _table(PARETO_COLUMNS, [(row, "") for row in pareto_rows(bench)])
+        + '<p class="note">Every tree learned (per budget and cost weight: the objective '
+        "times exp(-weight &times; profiling seconds per problem)) that no other learned tree "
+        "beats on both the test geomean and the mean profiling seconds, cheapest first.</p>"
+    )
+
+
 def _tree_section(budget: BudgetResult) -> str:
     svg = export_svg(tree_from_dict(budget.learned.tree))
     svg = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
     return (
         f"<figure><div class='tree'>{svg}</div><figcaption>tree learned under "
-        f"{escape(budget_label(budget.budget_s))}</figcaption></figure>"
+        f"{escape(budget.label)}</figcaption></figure>"
     )
 
 
@@ -200,6 +219,7 @@ def _bench_section(bench: BenchResult) -> str:
         f'<section id="bench-{escape(bench.name)}"><h2>Bench {escape(bench.name)}</h2>',
         _settings(bench),
         *(_budget_section(bench, b) for b in bench.budgets),
+        _pareto_section(bench),
         "<h3>Plots</h3>",
         *figures,
         "<h3>Learned trees</h3>",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,12 +26,12 @@ from autoprofiler.bench.result import (
     BudgetResult,
     ConfigScore,
     Summary,
-    budget_label,
     summarize,
 )
 
 _DPI = 110
 _LEARNED_COLOR = "#c0392b"
+_LEARNED_PREFIX = "learned @ "
 _FIXED_COLOR = "#2c6fbb"
 _WIN_MARGIN = 0.01  # speedups within 1 % of the best also win
 
@@ -50,7 +51,7 @@ def png(figure: Figure) -> bytes:
 
 
 def learned_label(budget: BudgetResult) -> str:
-    return f"learned @ {budget_label(budget.budget_s)}"
+    return f"{_LEARNED_PREFIX}{budget.label}"
 
 
 def _points(bench: BenchResult) -> list[_Point]:
@@ -77,7 +78,7 @@ def _scatter(axes: Axes, points: Sequence[_Point], x_of: Callable[[_Point], floa
     # Labels of neighbouring points are staggered upwards so that long ones do not overlap.
     for rank, ((x, y), names) in enumerate(sorted(labels.items())):
         axes.annotate(
-            ", ".join(names),
+            _joined(names),
             (x, y),
             xytext=(6, 5 + 11 * (rank % 3)),
             textcoords="offset points",
@@ -88,6 +89,17 @@ def _scatter(axes: Axes, points: Sequence[_Point], x_of: Callable[[_Point], floa
     axes.set_xscale("symlog", linthresh=1.0)
     axes.set_xlim(left=-0.3)
     axes.grid(True, alpha=0.3)
+
+
+def _joined(names: Sequence[str], most_learned: int = 2) -> str:
+    """The labels of coinciding points, learned trees counted when there are many, wrapped."""
+    learned = [n for n in names if n.startswith(_LEARNED_PREFIX)]
+    shown = [n for n in names if not n.startswith(_LEARNED_PREFIX)]
+    if len(learned) > most_learned:
+        shown.append(f"{len(learned)} learned trees")
+    else:
+        shown.extend(learned)
+    return textwrap.fill(", ".join(shown), width=48)
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -183,10 +195,15 @@ def incumbent_curve(budget: BudgetResult) -> list[tuple[int, float]]:
 
 
 def learning_curves(bench: BenchResult) -> bytes:
-    """One panel per budget: each scored trial's objective and the incumbent's."""
+    """One panel per budget (and cost weight), three to a row: each scored trial's objective
+    and the incumbent's."""
     count = len(bench.budgets)
-    figure = Figure(figsize=(4.2 * count + 0.6, 3.6))
-    panels = figure.subplots(1, count, squeeze=False)[0]
+    columns = min(count, 3)
+    rows = -(-count // columns)
+    figure = Figure(figsize=(4.2 * columns + 0.6, 3.6 * rows), layout="constrained")
+    panels = list(figure.subplots(rows, columns, squeeze=False).flat)
+    for axes in panels[count:]:
+        axes.set_visible(False)
     for axes, budget in zip(panels, bench.budgets):
         scored = [t for t in budget.trials if t.value is not None]
         for accepted, color in ((False, "#aaa"), (True, _LEARNED_COLOR)):
@@ -200,7 +217,7 @@ def learning_curves(bench: BenchResult) -> bytes:
                 label="accepted" if accepted else "rejected",
             )
         axes.step(*zip(*incumbent_curve(budget)), where="post", color="#333", label="incumbent")
-        axes.set_title(f"budget {budget_label(budget.budget_s)}")
+        axes.set_title(f"budget {budget.label}")
         axes.set_xlabel("trial")
         axes.grid(True, alpha=0.3)
     panels[0].set_ylabel(f"training {bench.objective().name}")

@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from autoprofiler.bench.result import BenchResult, BudgetResult, TableRow, budget_label
+from autoprofiler.bench.result import BenchResult, BudgetResult, TableRow, summarize
+from autoprofiler.tree.serialize import tree_from_dict
 
 COLUMNS = (
     "configuration",
@@ -77,7 +78,7 @@ def row_cells(row: TableRow) -> list[str]:
 def budget_title(bench: BenchResult, budget: BudgetResult) -> str:
     """``bench NAME, budget 20 s: 7 test problems (tree learned in 12 trials on 8)``."""
     return (
-        f"bench {bench.name}, budget {budget_label(budget.budget_s)}: {len(bench.test)} test "
+        f"bench {bench.name}, budget {budget.label}: {len(bench.test)} test "
         f"problems (tree learned in {len(budget.trials)} trials on {len(bench.train)})"
     )
 
@@ -104,3 +105,47 @@ def bench_tables(bench: BenchResult) -> list[Table]:
             table.add_row(*row_cells(row)[:-1], style="dim" if not row.fits else style)
         tables.append(table)
     return tables
+
+
+PARETO_COLUMNS = (
+    "learned under",
+    "test geomean vs eager",
+    "geomean vs torch.compile",
+    "profiling s / problem",
+    "collects",
+)
+
+
+def pareto_rows(bench: BenchResult) -> list[list[str]]:
+    """The cells of ``PARETO_COLUMNS`` for each learned tree on the quality-cost front."""
+    objective = bench.objective()
+    rows = []
+    for budget in bench.pareto_front():
+        summary = summarize(budget.learned, bench.compile_baselines, objective)
+        groups = tree_from_dict(budget.learned.tree).groups()
+        rows.append(
+            [
+                budget.label,
+                _times(summary.geomean_speedup),
+                _times(summary.vs_compile),
+                f"{summary.mean_cost_s:.2f}",
+                ", ".join(groups) or "nothing",
+            ]
+        )
+    return rows
+
+
+def pareto_table(bench: BenchResult) -> Table:
+    """The learned trees no other learned tree beats on both test quality and profiling time."""
+    table = Table(
+        title=f"bench {bench.name}: Pareto front of the learned trees on {len(bench.test)} "
+        "test problems",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        show_edge=False,
+    )
+    for index, column in enumerate(PARETO_COLUMNS):
+        table.add_column(column, justify="right" if 0 < index < 4 else "left")
+    for row in pareto_rows(bench):
+        table.add_row(*row)
+    return table

@@ -74,6 +74,31 @@ def test_a_rerun_skips_finished_work_and_adds_a_budget(bench_run: BenchRun, tmp_
     assert "budget unlimited" in done.output
 
 
+def test_cost_weights_learn_cheaper_trees_and_print_the_pareto_front(
+    bench_run: BenchRun, tmp_path: Path
+) -> None:
+    store = Path(shutil.copy(bench_run.store, tmp_path / "store.sqlite"))
+    out = tmp_path / "weighted.json"
+    done = invoke(
+        bench_args(store, bench_run.problems, "--cost-weights", "0,10000", "--out", str(out))
+    )
+    assert done.exit_code == 0, done.output
+    result = BenchResult.from_dict(json.loads(out.read_text(encoding="utf-8")))
+    by_weight = {(b.budget_s, b.cost_weight): b for b in result.budgets}
+    assert sorted(by_weight, key=str) == sorted(
+        [(5.0, 0.0), (5.0, 1e4), (20.0, 0.0), (20.0, 1e4)], key=str
+    )
+    # static costs milliseconds; at 10000 per second even those cost more than they buy.
+    for budget_s in (5.0, 20.0):
+        assert "static" in json.dumps(by_weight[(budget_s, 0.0)].learned.tree["root"]["collect"])
+        assert by_weight[(budget_s, 1e4)].learned.tree["root"]["collect"] == []
+        assert by_weight[(budget_s, 1e4)].study == f"bench/budget={budget_s:g}/cost_weight=10000"
+    front = result.pareto_front()
+    assert [b.learned.score.mean_cost_s > 0 for b in front] == [False, True]
+    assert "Pareto front of the learned trees" in done.output
+    assert "budget 5 s, cost weight 10000" in done.output
+
+
 def test_exported_evaluations_rebuild_the_tables_without_evaluating(
     bench_run: BenchRun, tmp_path: Path
 ) -> None:

@@ -1,5 +1,5 @@
-"""The bench's pure parts: the stratified split, budgets, and a table row's numbers (on
-outcomes written by hand; no evaluation)."""
+"""The bench's pure parts: the stratified split, budgets and cost weights, a table row's numbers
+and the Pareto front of learned trees (on outcomes written by hand; no evaluation)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,21 @@ import math
 import pytest
 
 from autoprofiler.bench import (
+    LEARNED,
+    BenchResult,
+    BudgetResult,
     CompileBaseline,
     ConfigScore,
     parse_budgets,
+    parse_cost_weights,
     stratified_split,
     summarize,
 )
 from autoprofiler.learn import Objective, ProblemOutcome
 from autoprofiler.problem import Problem
+from autoprofiler.report.tables import pareto_rows
+from autoprofiler.tree.model import Node, ProfilingTree
+from autoprofiler.tree.serialize import tree_to_dict
 
 
 def problem(name: str, level: int | None) -> Problem:
@@ -60,6 +67,54 @@ def test_a_count_and_names_and_test_names() -> None:
 def test_a_split_that_leaves_a_side_empty_is_refused(train, test, message) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         stratified_split(LEVELS, train, test)
+
+
+def test_cost_weights() -> None:
+    assert parse_cost_weights("0, 0.01,0.05,0.01") == (0.0, 0.01, 0.05)
+    for bad in ("", "0,,1", "x", "-0.1", "inf", "nan"):
+        with pytest.raises(ValueError, match="bad cost weight"):
+            parse_cost_weights(bad)
+
+
+def _learned(budget_s, weight: float, collect: list[str], speedup: float, cost_s: float):
+    """A BudgetResult whose learned tree (collecting ``collect``) scored ``speedup`` at
+    ``cost_s`` on two test problems."""
+    score = Objective().score([outcome("a", speedup, cost_s), outcome("b", speedup, cost_s)])
+    tree = tree_to_dict(ProfilingTree(Node("n0", tuple(collect))))
+    return BudgetResult(
+        budget_s=budget_s,
+        study=f"s/{budget_s}/{weight}",
+        learned=ConfigScore(LEARNED, tree, budget_s, score, (1, 1)),
+        train_score=score,
+        start_train_score=score,
+        trials=(),
+        stop_reason="patience",
+        cost_weight=weight,
+    )
+
+
+def test_the_pareto_front_keeps_the_learned_trees_nothing_beats_on_both_axes() -> None:
+    free = _learned(5.0, 0.0, [], 1.2, 0.0)
+    free_again = _learned(20.0, 0.05, [], 1.2, 0.0)  # the same tree: listed once
+    sol = _learned(20.0, 0.0, ["ncu.SpeedOfLight"], 1.5, 12.0)
+    worse_and_dearer = _learned(None, 0.01, ["ncu.set.basic"], 1.4, 13.0)
+    full = _learned(None, 0.0, ["ncu.set.full"], 1.6, 29.0)
+    bench = BenchResult(
+        name="b",
+        spec={},
+        names={},
+        train=(),
+        test=("a", "b"),
+        compile_baselines={},
+        fixed=(),
+        budgets=(free, free_again, sol, worse_and_dearer, full),
+    )
+    assert bench.pareto_front() == [free, sol, full]
+    assert [row[0] for row in pareto_rows(bench)] == ["5 s", "20 s", "unlimited"]
+    assert pareto_rows(bench)[1][1:] == ["1.500x", "-", "12.00", "ncu.SpeedOfLight"]
+    again = BenchResult.from_dict(bench.to_dict())
+    assert [b.cost_weight for b in again.budgets] == [0.0, 0.05, 0.0, 0.01, 0.0]
+    assert again.budgets[3].label == "unlimited, cost weight 0.01"
 
 
 def test_budgets() -> None:

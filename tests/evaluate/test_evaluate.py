@@ -22,6 +22,20 @@ FAST = EvalConfig(
 
 HEADER = "import torch\nimport torch.nn as nn\n"
 
+SCALE_PROBLEM_WITH_BATCH = (
+    HEADER + "class Model(nn.Module):\n"
+    "    def __init__(self, features):\n"
+    "        super().__init__()\n"
+    "        self.weight = nn.Parameter(torch.randn(features, features))\n"
+    "    def forward(self, x):\n"
+    "        return torch.relu(x @ self.weight) * 2\n"
+    "batch_size = 16\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(batch_size, 32)]\n"
+    "def get_init_inputs():\n"
+    "    return [32]\n"
+)
+
 
 def candidate(body: str) -> str:
     return HEADER + textwrap.dedent(body)
@@ -277,3 +291,31 @@ def test_torch_compile_candidate_on_cpu(scale_problem, tmp_path):
         assert result.correct, result.failure_message
         assert result.compiled_reference is not None and result.speedup_vs_compile > 0
         assert store.count("baselines") == 2
+
+
+def test_the_timed_program_never_saw_the_second_shape(tmp_path):
+    """torch.compile recompiles a graph for any batch once it has seen two (automatic dynamic
+    shapes), which can be slower: the trial at another shape must come after the timing."""
+    from autoprofiler.problem import problem_from_source
+
+    problem = problem_from_source(SCALE_PROBLEM_WITH_BATCH, "scale_batched", "<test>")
+    log = tmp_path / "batches.txt"
+    spy = candidate(
+        f"""
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(features, features))
+
+            def forward(self, x):
+                with open({str(log)!r}, "a") as seen:
+                    seen.write(f"{{x.shape[0]}}\\n")
+                return torch.relu(x @ self.weight) * 2
+        """
+    )
+    result = evaluate(problem, spy, FAST)
+    assert result.correct, result.failure_message
+    batches = [int(line) for line in log.read_text().split()]
+    first_other = batches.index(8)
+    assert batches[first_other:] == [8]  # the other shape once, and nothing timed after it
+    assert batches[:first_other].count(16) >= FAST.min_timing_trials

@@ -114,3 +114,18 @@ def test_bad_options_give_one_error_line(
     result = CliRunner().invoke(cli, [*args, *extra])
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+def test_a_heavy_cost_weight_learns_a_tree_that_profiles_nothing(
+    cli: typer.Typer, store_path: Path, train: list[Problem], tmp_path: Path
+) -> None:
+    """The gated rewriter needs static's milliseconds of profiling to do well; at 10000 per
+    second of profiling those cost more than they buy, and the study keeps the empty tree."""
+    problems = write_jsonl(tmp_path / "problems.jsonl", train)
+    out = tmp_path / "tree.json"
+    args = learn_args(store_path, problems, "weighted")
+    args[args.index("--rewriter") + 1] = "tests.learn.gated_rewriter:GatedRewriter"
+    result = CliRunner().invoke(cli, [*args, "--cost-weight", "10000", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text(encoding="utf-8"))["root"]["collect"] == []
+    assert "exp(-10000/s)" in " ".join(result.output.split())

@@ -98,3 +98,20 @@ def test_judge_accepts_better_rejects_worse_and_breaks_ties_by_cost() -> None:
     assert verdict.accepted and "cheaper" in verdict.reason
     verdict = judge(worse, base, objective)
     assert not verdict.accepted and verdict.reason.startswith("worse")
+
+
+def test_a_cost_weight_discounts_the_objective_by_the_profiling_seconds() -> None:
+    cheap = [outcome("a", 2.0, cost_s=0.0), outcome("b", 2.0, cost_s=0.0)]
+    dear = [outcome("a", 2.4, cost_s=20.0), outcome("b", 2.4, cost_s=20.0)]
+    assert Objective().score(dear).value > Objective().score(cheap).value
+    weighted = Objective(cost_weight=0.01)
+    assert weighted.score(cheap).value == pytest.approx(2.0)
+    assert weighted.score(dear).value == pytest.approx(2.4 * math.exp(-0.2))
+    assert weighted.score(dear).value < weighted.score(cheap).value  # 20 s must buy > 22 %
+    assert weighted.score(dear).geomean_speedup == pytest.approx(2.4)  # reported undiscounted
+    assert weighted.score(dear).objective == "geomean_speedup x exp(-0.01/s)"
+    assert "cost_weight" not in Objective().to_dict()  # settings stored before it still match
+    assert Objective(**weighted.to_dict()) == weighted
+    for bad in (-0.1, math.inf):
+        with pytest.raises(ValueError, match="cost weight"):
+            Objective(cost_weight=bad)

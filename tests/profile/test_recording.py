@@ -105,6 +105,20 @@ def test_deadline_stops_before_a_batch_that_would_overrun(problems, store) -> No
     assert report.stopped_early and report.recorded == 0
 
 
+def test_deadline_passes_over_a_group_that_would_overrun_and_records_cheaper_ones(
+    problems, store
+) -> None:
+    expensive = MetricGroup("ncu.expensive", "ncu", "costs 100 s", cost_s=100.0)
+    cheap = GROUPS["ncu.Occupancy"]  # 5 s start-up + 3 x (0.1 + 1.0) s: fits in 30 s
+    ncu = ScriptedNcu()
+    report = record_profiles(
+        problems, [], store, "H200", ncu, deadline_s=30.0, groups=[expensive, cheap]
+    )
+    assert report.stopped_early
+    assert [groups for _, groups in ncu.calls] == [["ncu.Occupancy"], ["ncu.Occupancy"]]
+    assert report.recorded == 2 and report.failed == 1
+
+
 def test_recorded_profiler_replays_merged_groups_with_their_costs(problems, store) -> None:
     record_profiles(problems, NCU_GROUPS, store, "H200", ScriptedNcu())
     replay = RecordedProfiler(store, "H200")
