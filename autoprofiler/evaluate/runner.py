@@ -267,6 +267,7 @@ def _run_worker(
         "status_fd": write_fd,
         "time_compile_baseline": time_compile_baseline and config.time_compile_baseline,
         "write_roots": write_roots,
+        "parent_pid": None if prefix else os.getpid(),
     }
     job_path.write_text(json.dumps(job), encoding="utf-8")
     log_path = work_dir / f"worker-{run_id}.log"

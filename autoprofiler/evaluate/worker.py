@@ -15,7 +15,8 @@ stale; a last call on the same values, the previous output overwritten with NaN 
 shows an output handed back from a cache keyed on the input's values. The trial at a second
 input shape comes after all of that, so what was timed never saw another shape.
 :mod:`~autoprofiler.evaluate.guard` and :mod:`~autoprofiler.evaluate.audit` watch what
-the candidate changes, leaves running, writes and inspects.
+the candidate changes, leaves running, writes and inspects. A worker whose parent dies
+(killed with SIGKILL) ends itself within a fraction of a second.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import resource
 import secrets
 import sys
+import threading
 import time
 import traceback
 import types
@@ -48,6 +50,8 @@ from autoprofiler.problem import ProblemError, exec_problem_source
 log = logging.getLogger(__name__)
 
 OUT_OF_MEMORY_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+PARENT_POLL_S = 0.25
+EXIT_ORPHANED = 75
 
 
 class CandidateFailure(Exception):
@@ -585,9 +589,25 @@ def _write_atomically(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _leave_when_orphaned(parent: int) -> None:
+    """End this process at once when the process that started it is gone (a driver killed with
+    SIGKILL cannot kill its worker): nobody would read the verdict, and the worker would hold
+    its GPU until the candidate finished or hung forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, name="autoprofiler-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     job_path = Path(argv[1])
     job = json.loads(job_path.read_text(encoding="utf-8"))
+    # The caller's pid (absent under a sandbox, whose own process is the parent): a caller
+    # killed while this process was starting is noticed too.
+    _leave_when_orphaned(job.get("parent_pid") or os.getppid())
     job_path.unlink(missing_ok=True)  # the result path and seeds are not left on disk
     status = _StatusPipe(job.get("status_fd"))
     audit = AuditWatch(job.get("write_roots", [str(job_path.parent)]))

@@ -310,3 +310,86 @@ def test_record_killed_at_random_points_reruns_to_the_uninterrupted_recordings(
     assert_kept(seen, killed.records())
     assert killed.metric_names() == expected
     assert killed.failures() == reference.failures() == []
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+from autoprofiler.evaluate import EvalConfig, evaluate
+from autoprofiler.problem import problem_from_source
+problem = problem_from_source(Path(sys.argv[1]).read_text(), "scale", "<test>")
+config = EvalConfig(device="cpu", compile_timeout_s=600, run_timeout_s=600)
+evaluate(problem, Path(sys.argv[2]).read_text(), config, work_root=Path(sys.argv[3]))
+"""
+IN_FORWARD = "in_forward"
+HANGS_IN_FORWARD = f"""
+import time
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+
+    def forward(self, x):
+        open("{IN_FORWARD}", "w").close()  # in the worker's own folder
+        time.sleep(3600)
+"""
+
+
+def _workers(parent: int) -> list[int]:
+    """The evaluation workers whose parent is ``parent`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            child = int(stat.rsplit(")", 1)[1].split()[1]) == parent
+            if child and b"autoprofiler.evaluate.worker" in command:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_an_evaluation_worker_ends_when_its_caller_is_killed(tmp_path: Path) -> None:
+    """A learn or bench killed with SIGKILL cannot stop the candidate it was judging: the
+    worker notices its caller is gone and ends itself, instead of holding a GPU for an hour."""
+    from tests.conftest import SCALE_PROBLEM
+
+    problem = tmp_path / "problem.py"
+    problem.write_text(SCALE_PROBLEM)
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(HANGS_IN_FORWARD)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(problem), str(candidate), str(tmp_path / "work")],
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while not workers:
+        assert driver.poll() is None and time.monotonic() < deadline, "no worker started"
+        workers = _workers(driver.pid)
+        time.sleep(0.05)
+    # Kill the caller once the worker is inside the candidate, where it writes nothing more to
+    # its caller (a worker killed earlier dies of the broken status pipe at its next phase).
+    while not any((tmp_path / "work").rglob(IN_FORWARD)):
+        assert time.monotonic() < deadline, "the candidate never ran"
+        time.sleep(0.05)
+    driver.kill()
+    driver.wait()
+    deadline = time.monotonic() + 10
+    while _alive(workers[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(workers[0]), "the worker outlived its killed caller"
