@@ -75,13 +75,14 @@ class Store:
         self._lock = threading.Lock()
 
     def _check_version(self) -> None:
+        # Stamp a new store and read the stamp back: INSERT OR IGNORE, so that processes
+        # opening the same new file at once do not trip over each other's stamp.
+        with self._db:
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            with self._db:
-                self._db.execute(
-                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
-        elif int(row[0]) != SCHEMA_VERSION:
+        if int(row[0]) != SCHEMA_VERSION:
             raise StoreError(f"{self.path}: store schema {row[0]} is not {SCHEMA_VERSION}")
 
     def close(self) -> None:

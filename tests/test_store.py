@@ -1,7 +1,8 @@
-"""The SQLite store: round trips, write-once records, a bad file."""
+"""The SQLite store: round trips, write-once records, a bad file, many openers of a new one."""
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,32 @@ def test_not_a_store(tmp_path: Path):
 def test_content_key_is_stable_and_order_sensitive():
     assert content_key("a", 1, {"x": 1, "y": 2}) == content_key("a", 1, {"y": 2, "x": 1})
     assert content_key("a", "b") != content_key("b", "a")
+
+
+def _open_after(barrier, path: str, errors) -> None:
+    barrier.wait()
+    try:
+        Store(path).close()
+    except StoreError as exc:
+        errors.put(str(exc))
+
+
+def test_processes_opening_one_new_store_at_once_all_succeed(tmp_path: Path):
+    """Workers and drivers may open a store that does not exist yet at the same moment."""
+    context = multiprocessing.get_context("spawn")
+    processes = 6
+    for attempt in range(4):
+        path = str(tmp_path / f"fresh-{attempt}.sqlite")
+        barrier, errors = context.Barrier(processes), context.Queue()
+        started = [
+            context.Process(target=_open_after, args=(barrier, path, errors))
+            for _ in range(processes)
+        ]
+        for process in started:
+            process.start()
+        for process in started:
+            process.join(60)
+        assert all(p.exitcode == 0 for p in started)
+        assert errors.empty(), errors.get()
+        with Store(path) as store:
+            assert store.integrity_ok()

@@ -220,6 +220,9 @@ def learning_curves(bench: BenchResult) -> bytes:
         axes.set_title(f"budget {budget.label}")
         axes.set_xlabel("trial")
         axes.grid(True, alpha=0.3)
-    panels[0].set_ylabel(f"training {bench.objective().name}")
+    for axes in panels[::columns]:
+        axes.set_ylabel(f"training {bench.objective().name}")
+    if any(b.cost_weight for b in bench.budgets):
+        figure.suptitle("with a cost weight W: the objective x exp(-W x profiling s per problem)")
     panels[0].legend(loc="lower right", fontsize=8)
     return png(figure)
