@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from autoprofiler.problem import Problem
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+OPEN_TIMEOUT_S = 30.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,23 +68,43 @@ class Store:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            self._check_version()
+            self._db = self._connect()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable autoprofiler store: {exc}") from None
         self._lock = threading.Lock()
 
-    def _check_version(self) -> None:
+    def _connect(self) -> sqlite3.Connection:
+        """Open, switch to WAL, create the tables and check the schema stamp. Processes opening
+        one new file at once can get "database is locked" from the switch to WAL (SQLite does
+        not wait there): such an open is retried until ``OPEN_TIMEOUT_S``."""
+        deadline = time.monotonic() + OPEN_TIMEOUT_S
+        delay = 0.01
+        while True:
+            db = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+                self._check_version(db)
+                return db
+            except sqlite3.OperationalError as exc:
+                db.close()
+                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                    raise
+            except BaseException:
+                db.close()
+                raise
+            time.sleep(delay * random.uniform(1.0, 2.0))
+            delay = min(delay * 2, 0.5)
+
+    def _check_version(self, db: sqlite3.Connection) -> None:
         # Stamp a new store and read the stamp back: INSERT OR IGNORE, so that processes
         # opening the same new file at once do not trip over each other's stamp.
-        with self._db:
-            self._db.execute(
+        with db:
+            db.execute(
                 "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
-        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if int(row[0]) != SCHEMA_VERSION:
             raise StoreError(f"{self.path}: store schema {row[0]} is not {SCHEMA_VERSION}")
 

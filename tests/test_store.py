@@ -59,10 +59,11 @@ def _open_after(barrier, path: str, errors) -> None:
 
 
 def test_processes_opening_one_new_store_at_once_all_succeed(tmp_path: Path):
-    """Workers and drivers may open a store that does not exist yet at the same moment."""
+    """Processes may open a store that does not exist yet at the same moment: SQLite answers
+    "database is locked" to the switch to WAL without waiting, and both may stamp the schema."""
     context = multiprocessing.get_context("spawn")
-    processes = 6
-    for attempt in range(4):
+    processes = 10
+    for attempt in range(5):
         path = str(tmp_path / f"fresh-{attempt}.sqlite")
         barrier, errors = context.Barrier(processes), context.Queue()
         started = [
