@@ -98,13 +98,17 @@ class Store:
             delay = min(delay * 2, 0.5)
 
     def _check_version(self, db: sqlite3.Connection) -> None:
-        # Stamp a new store and read the stamp back: INSERT OR IGNORE, so that processes
-        # opening the same new file at once do not trip over each other's stamp.
-        with db:
-            db.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
-        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        # A stamped store is only read. A new one is stamped with INSERT OR IGNORE and read
+        # back, so that processes opening the same new file at once do not trip over each other.
+        query = "SELECT value FROM meta WHERE key='schema_version'"
+        row = db.execute(query).fetchone()
+        if row is None:
+            with db:
+                db.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            row = db.execute(query).fetchone()
         if int(row[0]) != SCHEMA_VERSION:
             raise StoreError(f"{self.path}: store schema {row[0]} is not {SCHEMA_VERSION}")
 
