@@ -76,9 +76,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--recordings", required=True, nargs="+")
     parser.add_argument("--evaluations", required=True)
     parser.add_argument("--recorded-device", default="H200")
-    parser.add_argument("--exclude", nargs="*", default=["compile_max_autotune"])
+    parser.add_argument("--exclude", nargs="*", default=[], help="transformations never picked")
     parser.add_argument("--markdown", type=Path, required=True)
     parser.add_argument("--command", default="")
+    parser.add_argument("--note", action="append", default=[], help="a line for the header")
     parser.add_argument("--store", default=":memory:")
     return parser.parse_args(argv)
 
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return Pick(name, replay_evaluation(problem, candidate.content_hash, config, store))
 
     rows = []
-    missing = []
+    missing: list[str] = []
+    not_evaluated: dict[str, list[str]] = {}
     excluded_picks: dict[str, list[str]] = {}
     for problem in problems:
         groups = [get_group(g) for g in profiler.records(problem.content_hash)]
@@ -123,21 +125,34 @@ def main(argv: list[str] | None = None) -> int:
             if wanted in args.exclude:
                 excluded_picks.setdefault(label, []).append(f"{problem.key} ({wanted})")
         options = [pick(problem, name) for name in rewriter.reachable(problem, context)]
-        if any(o.result.failure_kind == FailureKind.NOT_RECORDED for o in options):
-            missing.append(problem.key)
-            continue
         by_name = {o.name: o for o in options}
-        oracle = max(options, key=lambda o: o.speedup)
+        evaluated = [o for o in options if o.result.failure_kind != FailureKind.NOT_RECORDED]
+        unevaluated = [
+            f"{name} (*{label}*)"
+            for label, name in chosen.items()
+            if by_name[name] not in evaluated
+        ]
+        if unevaluated:
+            missing.append(f"{problem.key}: {', '.join(unevaluated)} not evaluated")
+            continue
+        skipped = [o.name for o in options if o not in evaluated]
+        if skipped:
+            not_evaluated[problem.key] = skipped
+        oracle = max(evaluated, key=lambda o: o.speedup)
         picked = (by_name[chosen["none"]], by_name[chosen["full"]], oracle)
         set_full = by_name[chosen[SET_FULL]] if SET_FULL in chosen else None
-        rows.append((problem, *picked, full.cost_s, options, set_full))
-    _write(args, rows, missing, excluded_picks)
+        rows.append((problem, *picked, full.cost_s, evaluated, set_full))
+    _write(args, rows, missing, excluded_picks, not_evaluated)
     store.close()
     return 0
 
 
 def _write(
-    args: argparse.Namespace, rows: list, missing: list[str], excluded_picks: dict[str, list[str]]
+    args: argparse.Namespace,
+    rows: list,
+    missing: list[str],
+    excluded_picks: dict[str, list[str]],
+    not_evaluated: dict[str, list[str]],
 ) -> None:
     def cmp(p: Pick) -> str:
         value = p.over_compile
@@ -156,12 +171,14 @@ def _write(
         "The evaluations were made on the H200 by `benchmarks/rule_sweep.py`, which evaluates",
         "every transformation some profile could make the rewriter pick (`RuleRewriter.reachable`)",
         "for each problem; the profiles were recorded by `benchmarks/record_profiles.py`. On the",
-        "H200 (two GPUs sharing the problems through `--claims`, resumed over three slots):",
+        "H200 (two GPUs sharing the problems through `--claims`, resumed over several slots):",
         "",
         "```",
         "python3 benchmarks/rule_sweep.py problems.jsonl --levels 1 2 --ids $IDS \\",
         "    --store sweep0.sqlite --rows sweep0.jsonl --device-name H200 --claims /tmp/claims \\",
-        "    --deadline-s 540",
+        "    --deadline-s 540 --exclude compile_max_autotune",
+        "python3 benchmarks/rule_sweep.py ma1.jsonl --store sweep1.sqlite --rows rows.jsonl \\",
+        "    --device-name H200 --claims /tmp/claims --deadline-s 535 --exclude",
         "python3 benchmarks/record_profiles.py problems.jsonl --levels 1 2 --ids $IDS \\",
         "    --store rec.sqlite --out rec --chunk-size 16 --groups static torch.kernels \\",
         "    torch.ops ncu.SpeedOfLight ncu.LaunchStats ncu.Occupancy ncu.set.basic ncu.curated24",
@@ -169,17 +186,23 @@ def _write(
         "",
         "with `IDS` = 1 23 40 63 33 41 53 73 4 8 12 16 20 27 30 36 44 48 57 60 66 69 77 80 84 87",
         "90 94 97 13 18 25 (the same ids in levels 1 and 2: 64 problems), and every other group,",
-        "`--set full` included, on 30 of them (`docs/results/profiling_costs.md`).",
+        "`--set full` included, on 30 of them (`docs/results/profiling_costs.md`). The first sweep",
+        "left `compile_max_autotune` out (minutes of autotuning per problem); the second evaluated",
+        "it, and re-measured `compile`, on the 24 problems where the full profile makes the",
+        "rewriter pick it (`ma1.jsonl`; its rows file seeded with the first sweep's other",
+        "evaluations, so only those two ran), after the evaluator was changed to try a second",
+        "input shape only after timing (torch.compile's automatic dynamic shapes had recompiled",
+        "the candidate for any shape before it was timed). Where an evaluation was repeated, the",
+        "newer one is kept.",
         "*none*: the rewriter asked with no profile (its prior); *full*: asked with every group",
         "recorded for the problem (at least static, torch.kernels, torch.ops, ncu SpeedOfLight,",
         "LaunchStats, Occupancy; on 30 problems every group of the catalogue); *`--set full`*:",
         "asked with the profile of ncu's full set alone, where recorded. *oracle*: the best",
-        "reachable candidate in hindsight. A failed candidate counts 1.0x (the reference",
+        "evaluated candidate in hindsight. A failed candidate counts 1.0x (the reference",
         "stays). *×compile*: against `torch.compile` of the reference (default mode), timed in",
-        "the same worker. `compile_max_autotune` is left out of the rewriter for this run",
-        "(`--rewriter rules-without-compile_max_autotune`): its autotuning takes minutes per",
-        "problem, more than the sessions' GPU time allowed, so it has no recorded evaluations.",
+        "the same worker.",
         "",
+        *(f"{note}\n" for note in args.note),
     ]
     with_set_full = [row for row in rows if row[6] is not None]
     summary = []
@@ -244,7 +267,16 @@ def _write(
             "",
         ]
     if missing:
-        lines += [f"Left out (not every reachable candidate evaluated): {', '.join(missing)}.", ""]
+        lines += [f"Left out (a pick was never evaluated): {'; '.join(missing)}.", ""]
+    if not_evaluated:
+        names = sorted({name for skipped in not_evaluated.values() for name in skipped})
+        lines += [
+            f"Not evaluated, so outside the oracle: {', '.join(names)} on "
+            f"{len(not_evaluated)} problems where no profile made the rewriter pick it "
+            f"({', '.join(not_evaluated)}).",
+            "",
+        ]
+    lines += _versus_compile(rows, "compile_max_autotune")
     lines += [
         "## Per problem",
         "",
@@ -259,6 +291,27 @@ def _write(
             f"{cost:.1f} |"
         )
     args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _versus_compile(rows: list, name: str) -> list[str]:
+    """Lines comparing ``name`` with default torch.compile where both were evaluated."""
+    pairs = []
+    for problem, *_, evaluated, _set_full in rows:
+        by_name = {o.name: o for o in evaluated}
+        if name in by_name and "compile" in by_name:
+            pairs.append((problem, by_name[name], by_name["compile"]))
+    if not pairs:
+        return []
+    ratios = [tuned.speedup / default.speedup for _, tuned, default in pairs]
+    better = sum(r > 1.01 for r in ratios)
+    worse = sum(r < 0.99 for r in ratios)
+    cells = ", ".join(f"{p.key} {t.speedup:.2f}x vs {d.speedup:.2f}x" for p, t, d in pairs)
+    return [
+        f"`{name}` against `compile` (default mode), both evaluated on {len(pairs)} problems: "
+        f"geomean ratio {geomean(ratios):.3f}, better by more than 1 % on {better}, worse on "
+        f"{worse} ({cells}).",
+        "",
+    ]
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@ the CPU (two programs per problem, cached in the session's store after their fir
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -113,15 +116,20 @@ def test_unusable_proposals_become_invalid_trials(store: Store, train: list[Prob
 
 
 def test_two_trees_giving_the_same_information_cost_nothing_the_second_time(
-    store: Store, train: list[Problem]
+    store_path: Path, tmp_path: Path, train: list[Problem]
 ) -> None:
-    scorer = make_scorer(store, GatedRewriter(repeats=12, delay_s=0.0))
-    first = scorer.score(fixed_tree("static"), train)
-    before = (scorer.stats.rewrites - scorer.stats.rewrite_hits, scorer.stats.evaluations_run)
-    # ncu.set.full was never recorded: replayed, it adds nothing to the profile.
-    same = ProfilingTree(Node("n0", ("ncu.set.full", "static")))
-    second = scorer.score(same, train)
-    after = (scorer.stats.rewrites - scorer.stats.rewrite_hits, scorer.stats.evaluations_run)
+    copy = tmp_path / "without_full.sqlite"
+    shutil.copyfile(store_path, copy)
+    with sqlite3.connect(copy) as db:  # as if ncu.set.full had never been recorded
+        db.execute("DELETE FROM profile_records WHERE grp = 'ncu.set.full'")
+    with Store(copy) as store:
+        scorer = make_scorer(store, GatedRewriter(repeats=12, delay_s=0.0))
+        first = scorer.score(fixed_tree("static"), train)
+        before = (scorer.stats.rewrites - scorer.stats.rewrite_hits, scorer.stats.evaluations_run)
+        # Replayed, a group never recorded adds nothing to the profile.
+        same = ProfilingTree(Node("n0", ("ncu.set.full", "static")))
+        second = scorer.score(same, train)
+        after = (scorer.stats.rewrites - scorer.stats.rewrite_hits, scorer.stats.evaluations_run)
     assert after == before
     assert second.value == first.value
     assert [o.skipped for o in second.outcomes] == [("ncu.set.full",)] * len(train)
