@@ -18,7 +18,7 @@ import argparse
 import math
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the checkout on sys.path)
@@ -80,36 +80,34 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--markdown", type=Path, required=True)
     parser.add_argument("--command", default="")
     parser.add_argument("--note", action="append", default=[], help="a line for the header")
+    parser.add_argument(
+        "--compare", nargs="*", default=[], help="also summarize the rewriter without these"
+    )
     parser.add_argument("--store", default=":memory:")
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    store = Store(args.store)
-    for path in args.recordings:
-        import_recordings(path, store)
-    import_evaluations(args.evaluations, store)
+@dataclass
+class Table:
+    """The rewriter's picks per problem, and what kept problems or candidates out."""
+
+    rows: list = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    not_evaluated: dict[str, list[str]] = field(default_factory=dict)
+    excluded_picks: dict[str, list[str]] = field(default_factory=dict)
+
+
+def build_table(
+    store: Store, profiler: RecordedProfiler, problems: list[Problem], exclude: list[str]
+) -> Table:
+    """Ask the rule rewriter without ``exclude`` about every problem, with no profile, every
+    recorded group and ``--set full`` alone, and look its picks up in the recorded evaluations."""
     config = EvalConfig(device="cuda", replay_device=DEVICE)
     atol, rtol = config.tolerance_for("float32")
     context = RewriteContext(device="cuda", device_name="H200", atol=atol, rtol=rtol)
-    rewriter = RuleRewriter(exclude=args.exclude)
+    rewriter = RuleRewriter(exclude=exclude)
     unrestricted = RuleRewriter()
-    profiler = RecordedProfiler(store, args.recorded_device)
-    hashes = dict.fromkeys(h for h, d, _, _ in store.iter_profile_records() if d == profiler.device)
-    problems = sorted(
-        (p for h in hashes if (p := store.get_problem(h)) is not None),
-        key=lambda p: (p.level or 0, p.problem_id or 0),
-    )
-
-    def pick(problem: Problem, name: str) -> Pick:
-        candidate = rewriter.generate(problem, name, context)
-        return Pick(name, replay_evaluation(problem, candidate.content_hash, config, store))
-
-    rows = []
-    missing: list[str] = []
-    not_evaluated: dict[str, list[str]] = {}
-    excluded_picks: dict[str, list[str]] = {}
+    table = Table()
     for problem in problems:
         groups = [get_group(g) for g in profiler.records(problem.content_hash)]
         full = profiler.collect(problem, groups)
@@ -122,9 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         for label, profile in asked:
             wanted = unrestricted.rewrite(problem, profile, context).info.get("transformation")
-            if wanted in args.exclude:
-                excluded_picks.setdefault(label, []).append(f"{problem.key} ({wanted})")
-        options = [pick(problem, name) for name in rewriter.reachable(problem, context)]
+            if wanted in exclude:
+                table.excluded_picks.setdefault(label, []).append(f"{problem.key} ({wanted})")
+        options = []
+        for name in rewriter.reachable(problem, context):
+            candidate = rewriter.generate(problem, name, context)
+            result = replay_evaluation(problem, candidate.content_hash, config, store)
+            options.append(Pick(name, result))
         by_name = {o.name: o for o in options}
         evaluated = [o for o in options if o.result.failure_kind != FailureKind.NOT_RECORDED]
         unevaluated = [
@@ -133,27 +135,69 @@ def main(argv: list[str] | None = None) -> int:
             if by_name[name] not in evaluated
         ]
         if unevaluated:
-            missing.append(f"{problem.key}: {', '.join(unevaluated)} not evaluated")
+            table.missing.append(f"{problem.key}: {', '.join(unevaluated)} not evaluated")
             continue
         skipped = [o.name for o in options if o not in evaluated]
         if skipped:
-            not_evaluated[problem.key] = skipped
+            table.not_evaluated[problem.key] = skipped
         oracle = max(evaluated, key=lambda o: o.speedup)
         picked = (by_name[chosen["none"]], by_name[chosen["full"]], oracle)
         set_full = by_name[chosen[SET_FULL]] if SET_FULL in chosen else None
-        rows.append((problem, *picked, full.cost_s, evaluated, set_full))
-    _write(args, rows, missing, excluded_picks, not_evaluated)
+        table.rows.append((problem, *picked, full.cost_s, evaluated, set_full))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    store = Store(args.store)
+    for path in args.recordings:
+        import_recordings(path, store)
+    import_evaluations(args.evaluations, store)
+    profiler = RecordedProfiler(store, args.recorded_device)
+    hashes = dict.fromkeys(h for h, d, _, _ in store.iter_profile_records() if d == profiler.device)
+    problems = sorted(
+        (p for h in hashes if (p := store.get_problem(h)) is not None),
+        key=lambda p: (p.level or 0, p.problem_id or 0),
+    )
+    table = build_table(store, profiler, problems, args.exclude)
+    compared = build_table(store, profiler, problems, args.compare) if args.compare else None
+    _write(args, table, compared)
     store.close()
     return 0
 
 
-def _write(
-    args: argparse.Namespace,
-    rows: list,
-    missing: list[str],
-    excluded_picks: dict[str, list[str]],
-    not_evaluated: dict[str, list[str]],
-) -> None:
+def _summary(rows: list) -> list[str]:
+    """The summary table's lines for ``rows``."""
+    with_set_full = [row for row in rows if row[6] is not None]
+    lines = [
+        "| profile | problems | correct | fast_1 | geomean ×eager | geomean ×compile |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, picks in (
+        ("none", [row[1] for row in rows]),
+        ("full", [row[2] for row in rows]),
+        ("oracle", [row[3] for row in rows]),
+        (f"none, on the {len(with_set_full)} with `--set full`", [r[1] for r in with_set_full]),
+        ("`--set full` alone", [row[6] for row in with_set_full]),
+        (f"oracle, on the {len(with_set_full)}", [row[3] for row in with_set_full]),
+    ):
+        if not picks:
+            continue
+        speedups = [p.speedup for p in picks]
+        over = [p.over_compile or 1.0 for p in picks]
+        correct = sum(p.result.correct for p in picks)
+        faster = sum(p.result.correct and p.speedup > 1.0 for p in picks)
+        lines.append(
+            f"| {label} | {len(picks)} | {correct / len(picks):.0%} | {faster / len(picks):.0%} | "
+            f"{geomean(speedups):.3f}x | {geomean(over):.3f}x |"
+        )
+    return lines
+
+
+def _write(args: argparse.Namespace, table: Table, compared: Table | None) -> None:
+    rows, missing = table.rows, table.missing
+    excluded_picks, not_evaluated = table.excluded_picks, table.not_evaluated
+
     def cmp(p: Pick) -> str:
         value = p.over_compile
         return "" if value is None else f"{value:.2f}x"
@@ -205,31 +249,10 @@ def _write(
         *(f"{note}\n" for note in args.note),
     ]
     with_set_full = [row for row in rows if row[6] is not None]
-    summary = []
-    for label, picks in (
-        ("none", [row[1] for row in rows]),
-        ("full", [row[2] for row in rows]),
-        ("oracle", [row[3] for row in rows]),
-        (f"none, on the {len(with_set_full)} with `--set full`", [r[1] for r in with_set_full]),
-        ("`--set full` alone", [row[6] for row in with_set_full]),
-        (f"oracle, on the {len(with_set_full)}", [row[3] for row in with_set_full]),
-    ):
-        if not picks:
-            continue
-        speedups = [p.speedup for p in picks]
-        over = [p.over_compile or 1.0 for p in picks]
-        correct = sum(p.result.correct for p in picks)
-        faster = sum(p.result.correct and p.speedup > 1.0 for p in picks)
-        summary.append(
-            f"| {label} | {len(picks)} | {correct / len(picks):.0%} | {faster / len(picks):.0%} | "
-            f"{geomean(speedups):.3f}x | {geomean(over):.3f}x |"
-        )
     lines += [
         f"## Summary ({len(rows)} problems)",
         "",
-        "| profile | problems | correct | fast_1 | geomean ×eager | geomean ×compile |",
-        "|---|---|---|---|---|---|",
-        *summary,
+        *_summary(rows),
         "",
         "*geomean ×compile* counts a failed or untimed candidate as 1.0x against compile.",
         "",
@@ -277,6 +300,19 @@ def _write(
             "",
         ]
     lines += _versus_compile(rows, "compile_max_autotune")
+    if compared is not None:
+        lines += [
+            f"## The rewriter without {', '.join(f'`{n}`' for n in args.compare)} "
+            f"({len(compared.rows)} problems)",
+            "",
+            "The same question asked of `--rewriter rules-without-...`, the rewriter the",
+            "reproduction and the learning runs use (every pick of it was evaluated):",
+            "",
+            *_summary(compared.rows),
+            "",
+        ]
+        if compared.missing:
+            lines += [f"Left out: {'; '.join(compared.missing)}.", ""]
     lines += [
         "## Per problem",
         "",

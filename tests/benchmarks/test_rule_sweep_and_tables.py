@@ -77,13 +77,18 @@ def test_rewriter_table_from_the_committed_h200_data(tmp_path: Path) -> None:
         str(DATA / "kernelbench_h200_evaluations.jsonl.gz"),
         "--markdown",
         str(out),
+        "--compare",
+        "compile_max_autotune",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     text = out.read_text()
     assert "## Summary (63 problems)" in text  # L1/84's pick was never evaluated
     assert "Left out (a pick was never evaluated): L1/84_" in text
+    # Without max-autotune every pick was evaluated: all 64, and 30 with `--set full`.
+    assert "## The rewriter without `compile_max_autotune` (64 problems)" in text
+    assert "| `--set full` alone | 30 |" in text
     summary = [line for line in text.splitlines() if line.startswith(("| none |", "| full |"))]
-    assert len(summary) == 2 and all("x |" in line for line in summary)
+    assert len(summary) == 4 and all("x |" in line for line in summary)  # two tables
     # The committed page is what the committed data give (the command line aside).
     committed = (ROOT / "docs" / "results" / "rewriter.md").read_text()
     assert text.split("## Summary", 1)[1] == committed.split("## Summary", 1)[1]
