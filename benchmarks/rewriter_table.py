@@ -306,7 +306,7 @@ def _write(args: argparse.Namespace, table: Table, compared: Table | None) -> No
             f"({len(compared.rows)} problems)",
             "",
             "The same question asked of `--rewriter rules-without-...`, the rewriter the",
-            "reproduction and the learning runs use (every pick of it was evaluated):",
+            "reproduction and the learning runs use:",
             "",
             *_summary(compared.rows),
             "",

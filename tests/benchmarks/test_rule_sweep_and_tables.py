@@ -55,9 +55,7 @@ def test_an_interrupted_sweep_ends_with_a_one_line_warning(tmp_path: Path) -> No
     command += ["--rows", str(tmp_path / "rows.jsonl")]
     sweep = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     assert sweep.stderr is not None
-    lines = []
     for line in sweep.stderr:  # interrupt it once it is evaluating
-        lines.append(line)
         if "evaluations already done" in line:
             break
     time.sleep(1.0)
