@@ -25,7 +25,7 @@ import json
 import logging
 import time
 
-from _common import add_problem_arguments, in_id_order
+from _common import add_problem_arguments, in_id_order, log_progress
 
 from autoprofiler.problem import ProblemError, load_problems
 from autoprofiler.profile import (
@@ -89,7 +89,7 @@ def _export(store: Store, out: Path, device: str, summary: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    log_progress()
     args = _parse_args(argv)
     try:
         loaded = load_problems(args.problems, levels=args.levels, ids=args.ids)

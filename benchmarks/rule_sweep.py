@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import add_problem_arguments, append_jsonl, in_id_order, read_jsonl
+from _common import add_problem_arguments, append_jsonl, in_id_order, log_progress, read_jsonl
 
 from autoprofiler.evaluate import EvalConfig, evaluate
 from autoprofiler.problem import Problem, ProblemError, load_problems
@@ -94,7 +94,7 @@ def _claim(claims: Path | None, problem: Problem) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    log_progress()
     args = _parse_args(argv)
     try:
         loaded = load_problems(args.problems, levels=args.levels, ids=args.ids)
