@@ -53,7 +53,15 @@ def test_an_interrupted_sweep_ends_with_a_one_line_warning(tmp_path: Path) -> No
     command = [sys.executable, str(ROOT / "benchmarks" / "rule_sweep.py"), str(problems)]
     command += ["--device", "cpu", "--store", str(tmp_path / "s.sqlite")]
     command += ["--rows", str(tmp_path / "rows.jsonl")]
-    sweep = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    # A shell that starts a job in the background has it ignore SIGINT, and Python keeps an
+    # inherited SIG_IGN: give the sweep the default disposition, as a terminal would.
+    sweep = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert sweep.stderr is not None
     for line in sweep.stderr:  # interrupt it once it is evaluating
         if "evaluations already done" in line:
