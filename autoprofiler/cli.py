@@ -98,6 +98,13 @@ def main(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    from autoprofiler.profile.base import ProfilerError
+    from autoprofiler.profile.ncu import options_from_env
+
+    try:
+        options_from_env()  # a bad sampling setting stops every command before it starts
+    except ProfilerError as exc:
+        fail(str(exc))
 
 
 @app.command()

@@ -63,6 +63,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout-s", type=float, default=300.0, help="ncu limit per problem")
     parser.add_argument("--ncu", default="ncu", help="the ncu executable")
     parser.add_argument("--retry-failed", action="store_true", help="retry recorded failures")
+    parser.add_argument(
+        "--launches-per-config",
+        type=int,
+        default=0,
+        help="ncu samples the first N launches of each launch configuration (0: all launches)",
+    )
     return parser.parse_args(argv)
 
 
@@ -114,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
             import_recordings(args.resume_from, store),
             args.resume_from,
         )
-    options = NcuOptions(ncu=args.ncu, timeout_s=args.timeout_s, python=sys.executable)
+    options = NcuOptions(
+        ncu=args.ncu,
+        timeout_s=args.timeout_s,
+        python=sys.executable,
+        launches_per_config=args.launches_per_config,
+    )
     profiler = CompositeProfiler(
         {
             "static": StaticProfiler(device),

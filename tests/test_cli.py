@@ -29,6 +29,14 @@ def test_problems_missing_path_is_one_line(tmp_path: Path):
     assert result.stderr.strip().count("\n") == 0 and "no such file" in result.stderr
 
 
+def test_bad_ncu_sampling_setting_is_one_line(tmp_path: Path, monkeypatch):
+    (tmp_path / "1_good.py").write_text(SCALE_PROBLEM)
+    monkeypatch.setenv("AUTOPROFILER_NCU_LAUNCHES_PER_CONFIG", "a few")
+    result = runner.invoke(app, ["problems", str(tmp_path)])
+    assert result.exit_code == 2 and result.stderr.strip().count("\n") == 0
+    assert "AUTOPROFILER_NCU_LAUNCHES_PER_CONFIG='a few' is not a whole number" in result.stderr
+
+
 def test_eval_json_and_cache(tmp_path: Path):
     problem = tmp_path / "scale.py"
     problem.write_text(SCALE_PROBLEM)

@@ -201,7 +201,7 @@ def bench_command(
             fail(str(exc))
         if export is not None:
             label = evaluation_device(bench.eval_config)
-            count = export_evaluations(db, export, device=label)
+            count = export_evaluations(db, export, device=label, latest_only=True)
             console.print(f"exported {count} evaluations on {label} to {export}", highlight=False)
     for table in bench_tables(result):
         console.print(table)

@@ -83,11 +83,22 @@ def _row(kind: str, values: Iterable[Any]) -> str:
     return _line(dict(zip(_FIELDS[kind], values)))
 
 
-def export_evaluations(store: Store, path: str | Path, device: str | None = None) -> int:
+def export_evaluations(
+    store: Store, path: str | Path, device: str | None = None, latest_only: bool = False
+) -> int:
     """Write the evaluations (on ``device``, or all), the problems and candidate sources they
     name, the baselines of those problems, and the rewriter and LLM caches to a ``.jsonl.gz``
-    file; returns the number of evaluations written."""
+    file; returns the number of evaluations written.
+
+    ``latest_only`` leaves out evaluations superseded by a newer one of the same candidate,
+    problem, device and configuration (a re-measurement): the ones a replay would not use.
+    """
     evaluations = list(store.iter_evaluations(device))
+    if latest_only:  # rows come oldest first: the last one of each kind wins
+        newest = {(row[1], row[2], row[3], row[4]): row for row in evaluations}
+        evaluations = [
+            row for row in evaluations if newest[(row[1], row[2], row[3], row[4])] is row
+        ]
     problems = dict.fromkeys(row[1] for row in evaluations)
     candidates = dict.fromkeys(row[2] for row in evaluations)
     with gzip.open(path, "wt", encoding="utf-8") as out:

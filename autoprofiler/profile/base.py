@@ -72,7 +72,8 @@ class Profile:
     """Metric values collected so far for one problem, where each came from, and what it cost.
 
     ``metrics`` maps a metric name (an ncu metric, or ``static.*`` / ``torch.*`` features) to its
-    duration-weighted aggregate over the profiled kernels. ``cost_s`` is the total profiler wall
+    duration-weighted aggregate over the profiled kernels; ``notes`` say how a profiler limited
+    what it saw (e.g. sampled launches). ``cost_s`` is the total profiler wall
     time charged, start-up included; ``startup_s`` is the part of it that was start-up.
     """
 
@@ -83,6 +84,7 @@ class Profile:
     groups: list[str] = field(default_factory=list)
     group_costs: dict[str, GroupCost] = field(default_factory=dict)
     skipped: list[SkippedGroup] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     startup_s: float = 0.0
     cost_s: float = 0.0
@@ -118,6 +120,7 @@ class Profile:
         merged.groups.extend(g for g in other.groups if g not in merged.groups)
         merged.group_costs.update(other.group_costs)
         merged.skipped.extend(other.skipped)
+        merged.notes.extend(n for n in other.notes if n not in merged.notes)
         merged.startup_s += other.startup_s
         merged.cost_s += other.cost_s
         merged.replay_passes += other.replay_passes
@@ -144,6 +147,7 @@ class Profile:
             groups=list(data.get("groups", [])),
             group_costs={k: GroupCost(**v) for k, v in data.get("group_costs", {}).items()},
             skipped=[SkippedGroup(**s) for s in data.get("skipped", [])],
+            notes=list(data.get("notes", [])),
             path=list(data.get("path", [])),
             startup_s=data.get("startup_s", 0.0),
             cost_s=data.get("cost_s", 0.0),

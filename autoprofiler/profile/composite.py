@@ -90,14 +90,15 @@ def default_profiler(device: str = "H200") -> CompositeProfiler:
     """Static + torch profilers, plus ncu when its executable is on PATH.
 
     ``device`` is the target GPU of the static roofline bound; torch and ncu report the device
-    they actually ran on.
+    they actually ran on. ncu samples launches when ``AUTOPROFILER_NCU_LAUNCHES_PER_CONFIG`` is
+    set (see ``NcuOptions``).
     """
-    from autoprofiler.profile.ncu import NcuProfiler
+    from autoprofiler.profile.ncu import NcuProfiler, options_from_env
     from autoprofiler.profile.static import StaticProfiler
     from autoprofiler.profile.torch_profiler import TorchProfiler
 
     profilers: dict[str, Profiler] = {"static": StaticProfiler(device), "torch": TorchProfiler()}
-    ncu = NcuProfiler()
+    ncu = NcuProfiler(options_from_env())
     if ncu.available():
         profilers["ncu"] = ncu
     else:

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +70,18 @@ _TAIL_LINES = 3
 
 @dataclass(frozen=True)
 class NcuOptions:
-    """How ncu is run. ``timeout_s`` bounds one problem; a chunk of n problems gets n times it."""
+    """How ncu is run. ``timeout_s`` bounds one problem; a chunk of n problems gets n times it.
+
+    ``launches_per_config`` > 0 samples, for models that launch hundreds of kernels per forward,
+    where ncu's per-launch replay would take hours: ncu profiles only the first that many
+    launches of each launch configuration (``--filter-mode per-launch-config``). A configuration
+    is the grid, block and shared memory, not the kernel name: on the H200 a forward alternating
+    two elementwise kernels of one shape gave 1, 3 and 4 launches for counts 1, 3 and 4. ncu also
+    counts launches outside the NVTX range, so when sampling the runner runs no warm-up forward
+    (after warm-ups nothing in the range was profiled) and no priming kernel, and
+    ``collect_many`` gives each problem its own ncu process; kernels that build the inputs can
+    still use up part of the count.
+    """
 
     ncu: str = "ncu"
     clock_control: str = "none"
@@ -81,8 +92,11 @@ class NcuOptions:
     repeats: int = 1
     python: str = sys.executable
     range_prefix: str = "ap_"
+    launches_per_config: int = 0
 
     def __post_init__(self) -> None:
+        if self.launches_per_config < 0:
+            raise ValueError(f"launches per config {self.launches_per_config} is negative")
         if self.clock_control not in ("none", "base"):
             raise ValueError(f"clock control {self.clock_control!r} is not 'none' or 'base'")
         if self.replay_mode not in ("kernel", "application"):
@@ -97,6 +111,22 @@ class _Run:
     timed_out: bool
     wall_s: float
     limit_s: float
+
+
+LAUNCHES_PER_CONFIG_ENV = "AUTOPROFILER_NCU_LAUNCHES_PER_CONFIG"
+
+
+def options_from_env(environ: Mapping[str, str] | None = None) -> NcuOptions:
+    """Default options, sampling when ``AUTOPROFILER_NCU_LAUNCHES_PER_CONFIG`` is set.
+
+    Raises ``ProfilerError`` (one line) when the variable is not a whole number >= 0.
+    """
+    text = (os.environ if environ is None else environ).get(LAUNCHES_PER_CONFIG_ENV, "").strip()
+    if not text:
+        return NcuOptions()
+    if not text.isdigit():
+        raise ProfilerError(f"{LAUNCHES_PER_CONFIG_ENV}={text!r} is not a whole number >= 0")
+    return NcuOptions(launches_per_config=int(text))
 
 
 def _tail(text: str) -> str:
@@ -168,10 +198,16 @@ class NcuProfiler(Profiler):
                 args += ["--section", section]
         metrics = dict.fromkeys([DURATION, *(m for g in groups for m in g.metrics)])
         args += ["--metrics", ",".join(metrics)]
+        warmup = opts.warmup
+        if opts.launches_per_config:
+            args += ["--filter-mode", "per-launch-config"]
+            args += ["--launch-count", str(opts.launches_per_config)]
+            warmup = 0
         args += [*opts.extra_args, "-o", str(report.with_suffix("")), "--force-overwrite"]
         args += [opts.python, "-m", RUNNER_MODULE, "--problems", str(problems_file)]
-        args += ["--prime-range", f"{opts.range_prefix}0"]
-        return [*args, "--warmup", str(opts.warmup), "--repeats", str(opts.repeats)]
+        if not opts.launches_per_config:  # a priming kernel would use up sampled launches
+            args += ["--prime-range", f"{opts.range_prefix}0"]
+        return [*args, "--warmup", str(warmup), "--repeats", str(opts.repeats)]
 
     def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
         """Profile ``problem`` with ``groups`` in one ncu run (raises ``ProfilerError``)."""
@@ -202,7 +238,11 @@ class NcuProfiler(Profiler):
             raise ProfilerError(
                 f"ncu (Nsight Compute) not found as {self.options.ncu!r}: install it or fix PATH"
             )
-        unique = {p.content_hash: p for p in problems}.values()
+        unique = list({p.content_hash: p for p in problems}.values())
+        if self.options.launches_per_config and len(unique) > 1:
+            # ncu's launch count spans the process: a second problem's launches of a shape the
+            # first one used would be past it. One run per problem.
+            return _combine([self.collect_many([p], groups) for p in unique])
         prefix = self.options.range_prefix
         ranges = {f"{prefix}{i}": p for i, p in enumerate(unique, start=1)}
         include = f"regex:{prefix}[0-9]+/"  # the problems' ranges and the priming range 0
@@ -296,6 +336,13 @@ class NcuProfiler(Profiler):
         forwards = self.options.repeats
         seconds = _split(in_range_s, groups, "cost_s")
         group_passes = _split(float(passes), groups, "replay_passes")
+        notes = []
+        if self.options.launches_per_config:
+            notes.append(
+                f"ncu sampled the first {self.options.launches_per_config} launches of each"
+                f" launch configuration ({len(kernels)} launches profiled): kernel counts and"
+                " aggregates cover those launches, not the whole forward"
+            )
         return Profile(
             problem_hash=problem.content_hash,
             metrics=aggregate(kernels, table.units, group_of, forwards),
@@ -307,7 +354,22 @@ class NcuProfiler(Profiler):
             },
             cost_s=in_range_s,
             replay_passes=passes,
+            notes=notes,
         )
+
+
+def _combine(results: Sequence[BatchResult]) -> BatchResult:
+    """One result of several runs: their profiles, failures and seconds; the median start-up."""
+    combined = BatchResult(
+        wall_s=sum(r.wall_s for r in results),
+        startup_s=statistics.median(r.startup_s for r in results),
+        device=next((r.device for r in results if r.device), ""),
+    )
+    for result in results:
+        combined.profiles.update(result.profiles)
+        combined.failures.update(result.failures)
+        combined.not_run.extend(result.not_run)
+    return combined
 
 
 def _died(run: _Run) -> str:

@@ -126,4 +126,5 @@ def render_profile(
         lines += _group_block(group_name, by_group[group_name], catalogue, max_lines)
     for skipped in profile.skipped:
         lines.append(f"Not collected: {skipped.group} ({skipped.reason})")
+    lines += [f"Note: {note}" for note in profile.notes]
     return "\n".join(lines)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from autoprofiler.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "results" / "data"
@@ -88,14 +91,63 @@ def test_rewriter_table_from_the_committed_h200_data(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     text = out.read_text()
-    assert "## Summary (63 problems)" in text  # L1/84's pick was never evaluated
-    assert "Left out (a pick was never evaluated): L1/84_" in text
-    # Without max-autotune every pick was evaluated: all 64, and 30 with `--set full`.
+    # Every transformation the rewriter can reach was evaluated: all 64 problems in both tables.
+    assert "## Summary (64 problems)" in text and "Left out" not in text
+    assert "Not evaluated" not in text
     assert "## The rewriter without `compile_max_autotune` (64 problems)" in text
     assert "| `--set full` alone | 30 |" in text
     summary = [line for line in text.splitlines() if line.startswith(("| none |", "| full |"))]
     assert len(summary) == 4 and all("x |" in line for line in summary)  # two tables
+    assert "`compile_max_autotune` against `compile` (default mode), evaluated on 36" in text
+    assert "failed where `compile` was correct on 1 (L1/87_conv_pointwise_2D)" in text
     # The committed page is what the committed data give (the command line aside).
     committed = (ROOT / "docs" / "results" / "rewriter.md").read_text()
     assert text.split("## Summary", 1)[1] == committed.split("## Summary", 1)[1]
     assert "Generated Triton kernels: 32 of 32 correct" in text
+
+
+def test_rewriter_table_leaves_out_a_problem_whose_pick_was_never_evaluated(
+    tmp_path: Path,
+) -> None:
+    """Without the max-autotune evaluation of L1/84, its full-profile pick is unknown."""
+    packed = (DATA / "kernelbench_h200_evaluations.jsonl.gz").read_bytes()
+    rows = gzip.decompress(packed).decode("utf-8").splitlines()
+    depthwise = next(
+        Problem.from_dict(json.loads(r)["problem"])
+        for r in rows
+        if r.startswith('{"problem"') and '"84_conv_depthwise' in r
+    )
+    key = depthwise.content_hash
+    dropped = {
+        json.loads(r)["candidate"]
+        for r in rows
+        if r.startswith('{"candidate"')
+        and f'"problem_hash":"{key}"' in r
+        and '"transformation":"compile_max_autotune"' in r
+    }
+    assert len(dropped) == 1
+    kept = [r for r in rows if not any(f'"candidate_hash":"{c}"' in r for c in dropped)]
+    partial = tmp_path / "evaluations.jsonl.gz"
+    with gzip.open(partial, "wt") as out:
+        out.write("\n".join(kept) + "\n")
+    out = tmp_path / "rewriter.md"
+    done = _run(
+        "rewriter_table.py",
+        *("--recordings", str(DATA / "kernelbench_h200.jsonl.gz")),
+        *("--evaluations", str(partial), "--markdown", str(out)),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text()
+    assert "## Summary (63 problems)" in text
+    assert "Left out (a pick was never evaluated): L1/84_conv_depthwise" in text
+
+
+def test_learning_table_refuses_an_unknown_rewriter_before_any_study(tmp_path: Path) -> None:
+    common = ("--recordings", "r.jsonl.gz", "--evaluations", "e.jsonl.gz", "--work", str(tmp_path))
+    for rewriter, message in [
+        ("llm", "--rewriter must be rules or rules-without-NAME, not 'llm'"),
+        ("rules-without-warp_magic", "--rewriter rules-without-warp_magic:"),
+    ]:
+        done = _run("learning_table.py", *common, "--markdown", "x.md", "--rewriter", rewriter)
+        assert done.returncode == 1 and message in done.stderr
+        assert "Traceback" not in done.stderr and not (tmp_path / "learn.sqlite").exists()

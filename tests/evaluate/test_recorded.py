@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,6 +80,23 @@ def test_export_and_import_carry_problems_candidates_evaluations_and_caches(
     with Store(tmp_path / "c.sqlite") as store:
         assert import_evaluations(cpu_only, store).devices == ("cpu",)
         assert [row[3] for row in store.iter_evaluations()] == ["cpu"]
+
+
+def test_export_latest_only_leaves_out_superseded_evaluations(
+    recorded: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "store.sqlite"
+    shutil.copy(recorded, copy)
+    with Store(copy) as store:
+        key, problem_hash, candidate, device, config, result = next(store.iter_evaluations("cpu"))
+        newer = result | {"torch_version": "9.9.9"}
+        store.put_evaluation(key + "/again", problem_hash, candidate, device, config, newer)
+        assert export_evaluations(store, tmp_path / "all.jsonl.gz") == 3
+        assert export_evaluations(store, tmp_path / "latest.jsonl.gz", latest_only=True) == 2
+    with Store(tmp_path / "b.sqlite") as store:
+        import_evaluations(tmp_path / "latest.jsonl.gz", store)
+        versions = {row[5]["torch_version"] for row in store.iter_evaluations("cpu")}
+        assert versions == {"9.9.9"}
 
 
 def test_replay_returns_the_recorded_result_whatever_the_torch_version(

@@ -4,7 +4,8 @@ It runs the profiled command for real (the runner, on the CPU) and writes a "rep
 real H200 capture (``FAKE_NCU_TEMPLATE``) with one copy of its kernels per NVTX range the runner
 reported a profiled forward in. ``--import`` prints that report. ``FAKE_NCU_MODE`` selects a
 failure: ``noperm`` (counters not permitted), ``hang`` (never finishes), ``crash`` (the target
-dies at start-up), ``nokernel`` (nothing captured).
+dies at start-up), ``nokernel`` (nothing captured). ``FAKE_NCU_LOG`` names a file that gets
+one line per profiling run.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def main(args: list[str]) -> int:
     if mode == "crash":
         sys.stderr.write("Traceback (most recent call last):\nRuntimeError: CUDA init failed\n")
         return 1
+    if "FAKE_NCU_LOG" in os.environ:  # one line per profiling run: its arguments
+        with open(os.environ["FAKE_NCU_LOG"], "a", encoding="utf-8") as log:
+            log.write(" ".join(args) + "\n")
     command = args[args.index("--force-overwrite") + 1 :]
     run = subprocess.run(command, capture_output=True, text=True, check=False)
     sys.stderr.write(run.stderr)

@@ -13,10 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from autoprofiler.profile.base import ProfilerError
+from autoprofiler.profile.base import Profile, ProfilerError
 from autoprofiler.profile.catalogue import GROUPS
-from autoprofiler.profile.ncu import NcuOptions, NcuProfiler
-from tests.profile.conftest import NCU_DATA
+from autoprofiler.profile.ncu import (
+    LAUNCHES_PER_CONFIG_ENV,
+    NcuOptions,
+    NcuProfiler,
+    options_from_env,
+)
+from autoprofiler.profile.render import render_profile
+from tests.profile.conftest import NCU_DATA, make_problem
 
 SOL = GROUPS["ncu.SpeedOfLight"]
 OCC = GROUPS["ncu.Occupancy"]
@@ -128,3 +134,79 @@ def test_real_ncu_on_the_gpu(gemm) -> None:
     profile = NcuProfiler().collect(gemm, [SOL])
     assert profile.kernels and profile.value("gpu__time_duration.sum") > 0
     assert profile.replay_passes > 0 and profile.cost_s > profile.startup_s > 0
+
+
+def test_sampling_profiles_few_launches_per_config_and_says_so(fake_ncu: str, gemm) -> None:
+    profiler = NcuProfiler(NcuOptions(ncu=fake_ncu, launches_per_config=2))
+    command = profiler.command([SOL], "ap_1/", Path("/t/p.jsonl"), Path("/t/r.ncu-rep"))
+    text = " ".join(command)
+    assert "--filter-mode per-launch-config --launch-count 2" in text
+    assert command[-4:] == ["--warmup", "0", "--repeats", "1"]  # warm-ups would use the count
+    assert "--prime-range" not in command  # and so would the priming kernel
+    assert "--warmup 3" in " ".join(NcuProfiler().command([SOL], "x/", Path("p"), Path("r")))
+
+    profile = profiler.collect(gemm, [SOL])
+    assert profile.notes == [
+        "ncu sampled the first 2 launches of each launch configuration (5 launches profiled):"
+        " kernel counts and aggregates cover those launches, not the whole forward"
+    ]
+    assert "\nNote: ncu sampled the first 2 launches" in render_profile(profile, GROUPS)
+    again = Profile.from_json(profile.to_json())
+    assert again.notes == profile.notes and again.merge(profile).notes == profile.notes
+    assert NcuProfiler(NcuOptions(ncu=fake_ncu)).collect(gemm, [SOL]).notes == []
+
+
+def test_sampling_runs_one_problem_per_ncu_process(
+    fake_ncu: str, gemm, conv_relu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "runs.log"
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    sampled = NcuProfiler(NcuOptions(ncu=fake_ncu, launches_per_config=2), device="H200")
+    result = sampled.collect_many([gemm, conv_relu, gemm], [SOL])
+    assert set(result.profiles) == {gemm.content_hash, conv_relu.content_hash}
+    assert all(p.notes for p in result.profiles.values()) and not result.failures
+    assert len(log.read_text().splitlines()) == 2  # the launch count is per process
+    assert result.wall_s > result.startup_s > 0 and result.device == "H200"
+    log.unlink()
+    NcuProfiler(NcuOptions(ncu=fake_ncu)).collect_many([gemm, conv_relu], [SOL])
+    assert len(log.read_text().splitlines()) == 1  # unsampled: both in one run
+
+
+def test_sampling_from_the_environment() -> None:
+    assert options_from_env({}).launches_per_config == 0
+    assert options_from_env({LAUNCHES_PER_CONFIG_ENV: " 3 "}).launches_per_config == 3
+    for bad in ("two", "-1", "1.5"):
+        with pytest.raises(ProfilerError, match="is not a whole number"):
+            options_from_env({LAUNCHES_PER_CONFIG_ENV: bad})
+    with pytest.raises(ValueError, match="negative"):
+        NcuOptions(launches_per_config=-1)
+
+
+MANY_LAUNCHES = """
+    class Model(nn.Module):
+        def forward(self, x):
+            for _ in range(40):
+                x = torch.tanh(x * 1.01)
+            return x
+
+    def get_inputs():
+        return [torch.randn(64, 64)]
+
+    def get_init_inputs():
+        return []
+    """
+
+
+@pytest.mark.ncu
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Nsight Compute (ncu) on PATH")
+def test_real_ncu_sampling_captures_the_first_launches_of_each_config() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    problem = make_problem("many_launches", MANY_LAUNCHES)
+    full = NcuProfiler().collect(problem, [SOL])
+    sampled = NcuProfiler(NcuOptions(launches_per_config=4)).collect(problem, [SOL])
+    assert sorted(k.count for k in full.kernels) == [40, 40]  # multiplications and tanh
+    # Both kernels have one launch configuration (grid, block), so they share the 4 launches.
+    assert sorted(k.count for k in sampled.kernels) == [2, 2]
+    assert sampled.replay_passes <= full.replay_passes / 10 and sampled.notes
