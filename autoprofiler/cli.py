@@ -441,25 +441,21 @@ def _record(executor, db, problems: list[Problem], groups: list[str], device_key
         fail("interrupted: the chunks recorded so far are kept in the store", 130)
 
 
-RULES_WITHOUT = "rules-without-"
-
-
 def make_rewriter(kind: str, llm: str | None, base_url: str | None, store):
     """The rewriter a command asked for, or one error line.
 
     ``rules-without-A-B`` is the rule rewriter with transformations A and B left out (the name
     that rewriter gives itself), e.g. ``rules-without-compile_max_autotune``.
     """
-    if kind == "rules" or kind.startswith(RULES_WITHOUT):
+    if kind != "llm":
         from autoprofiler.rewrite.rules import RuleRewriter
 
-        left_out = kind[len(RULES_WITHOUT) :].split("-") if kind != "rules" else []
         try:
-            return RuleRewriter(exclude=left_out)
+            return RuleRewriter.from_name(kind)
+        except ValueError:
+            fail(f"--rewriter must be rules, rules-without-NAME or llm, not {kind!r}")
         except KeyError as exc:
             fail(f"--rewriter {kind}: {exc.args[0]}")
-    if kind != "llm":
-        fail(f"--rewriter must be rules, rules-without-NAME or llm, not {kind!r}")
     from autoprofiler.llm import LLMConfig, LLMError, make_client
     from autoprofiler.rewrite.llm_rewriter import LLMRewriter
 

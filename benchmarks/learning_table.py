@@ -35,7 +35,6 @@ from autoprofiler.store import Store
 from autoprofiler.tree import FIXED_GROUPS, export_text, fixed_tree, load_tree
 
 DEVICE = "cuda:NVIDIA H200"
-RULES_WITHOUT = "rules-without-"
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -138,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             context=RewriteContext(device="cuda", device_name="H200", atol=atol, rtol=rtol),
         )
         storage = StudyStorage(store)
-        lines = _header(args, len(train), len(validation))
+        lines = _header(args, rewriter, len(train), len(validation))
         for name, wall, summary in runs:
             trials = storage.trials(name)
             start_tree = fixed_tree(name.removeprefix("h200-from-"))
@@ -207,30 +206,24 @@ def _unrecorded(profiler: RecordedProfiler, problems: list) -> list[str]:
     ]
 
 
-def _left_out(rewriter: str) -> list[str]:
-    """The transformations ``rules-without-A-B`` leaves out (none for ``rules``)."""
-    if rewriter == "rules":
-        return []
-    if not rewriter.startswith(RULES_WITHOUT):
-        raise SystemExit(f"--rewriter must be rules or rules-without-NAME, not {rewriter!r}")
-    return rewriter[len(RULES_WITHOUT) :].split("-")
-
-
-def _rule_rewriter(rewriter: str) -> RuleRewriter:
+def _rule_rewriter(name: str) -> RuleRewriter:
     try:
-        return RuleRewriter(exclude=_left_out(rewriter))
+        return RuleRewriter.from_name(name)
+    except ValueError:
+        raise SystemExit(f"--rewriter must be rules or rules-without-NAME, not {name!r}") from None
     except KeyError as exc:
-        raise SystemExit(f"--rewriter {rewriter}: {exc.args[0]}") from None
+        raise SystemExit(f"--rewriter {name}: {exc.args[0]}") from None
 
 
-def _rewriter_text(rewriter: str) -> str:
-    left_out = _left_out(rewriter)
-    if not left_out:
+def _rewriter_text(rewriter: RuleRewriter) -> str:
+    if not rewriter.exclude:
         return "the rule rewriter"
-    return "the rule rewriter without " + ", ".join(f"`{name}`" for name in left_out)
+    return "the rule rewriter without " + ", ".join(f"`{n}`" for n in sorted(rewriter.exclude))
 
 
-def _header(args: argparse.Namespace, train: int, validation: int) -> list[str]:
+def _header(
+    args: argparse.Namespace, rewriter: RuleRewriter, train: int, validation: int
+) -> list[str]:
     return [
         "# Learning the profiling tree on recorded H200 data",
         "",
@@ -250,7 +243,7 @@ def _header(args: argparse.Namespace, train: int, validation: int) -> list[str]:
         "",
         f"Problems: the 64 KernelBench problems (levels 1 and 2) of "
         f"`docs/results/data/kernelbench_h200.jsonl.gz`; {train} training and {validation} "
-        f"validation problems (seeded split). Rewriter: {_rewriter_text(args.rewriter)}, "
+        f"validation problems (seeded split). Rewriter: {_rewriter_text(rewriter)}, "
         "every candidate it can write evaluated on the H200 (`rewriter.md`). Objective: "
         "geomean speedup over eager, failures counted 1.0x; the validation set never decides "
         "anything.",

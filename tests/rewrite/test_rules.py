@@ -341,3 +341,14 @@ def test_excluded_transformations_are_never_picked():
         assert picked != "compile_max_autotune"
     with pytest.raises(KeyError, match="unknown transformation"):
         RuleRewriter(exclude=["no_such_rule"])
+
+
+def test_from_name_reads_the_name_a_rule_rewriter_gives_itself() -> None:
+    assert RuleRewriter.from_name("rules").exclude == frozenset()
+    left_out = RuleRewriter.from_name("rules-without-cuda_graph-compile_max_autotune")
+    assert left_out.exclude == {"cuda_graph", "compile_max_autotune"}
+    assert RuleRewriter.from_name(left_out.name).name == left_out.name
+    with pytest.raises(ValueError, match="not rules or rules-without-NAME"):
+        RuleRewriter.from_name("rulez")
+    with pytest.raises(KeyError, match="unknown transformation 'warp'"):
+        RuleRewriter.from_name("rules-without-warp")

@@ -44,6 +44,18 @@ class RuleRewriter(Rewriter):
             self.name = f"{PRODUCER}-without-{'-'.join(sorted(self.exclude))}"
         self._analyses: dict[str, Analysis] = {}
 
+    @classmethod
+    def from_name(cls, name: str) -> RuleRewriter:
+        """The rule rewriter a name gives: ``rules``, or ``rules-without-A-B`` (transformations
+        A and B left out, the name that rewriter gives itself). Raises ``ValueError`` for any
+        other name and ``KeyError`` for an unknown transformation."""
+        if name == PRODUCER:
+            return cls()
+        prefix = f"{PRODUCER}-without-"
+        if not name.startswith(prefix):
+            raise ValueError(f"{name!r} is not rules or rules-without-NAME")
+        return cls(exclude=name[len(prefix) :].split("-"))
+
     def analysis(self, problem: Problem) -> Analysis:
         """The problem's traces and matched patterns (computed once per problem)."""
         key = problem.content_hash
