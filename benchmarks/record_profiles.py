@@ -69,7 +69,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=0,
         help="ncu samples the first N launches of each launch configuration (0: all launches)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.launches_per_config < 0:
+        parser.error("--launches-per-config must be 0 (all launches) or more")
+    return args
 
 
 def _device(requested: str | None) -> str:
