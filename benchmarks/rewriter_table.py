@@ -350,11 +350,12 @@ def _versus_compile(rows: list, name: str) -> list[str]:
     timed = [(p, t, d) for p, t, d in pairs if t.result.correct and d.result.correct]
     ratios = {p.key: t.speedup / d.speedup for p, t, d in timed}
 
+    shown = {p.key: f"{p.key} {t.speedup:.2f}x vs {d.speedup:.2f}x" for p, t, d in timed}
+
     def listed(keys: list[str]) -> str:
         return f"{len(keys)} ({', '.join(keys)})" if keys else "0"
 
     def speeds(keys: list[str]) -> str:
-        shown = {p.key: f"{p.key} {t.speedup:.2f}x vs {d.speedup:.2f}x" for p, t, d in timed}
         return listed([shown[k] for k in keys])
 
     better = [k for k, r in ratios.items() if r > 1.01]

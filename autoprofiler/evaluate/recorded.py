@@ -94,11 +94,10 @@ def export_evaluations(
     problem, device and configuration (a re-measurement): the ones a replay would not use.
     """
     evaluations = list(store.iter_evaluations(device))
-    if latest_only:  # rows come oldest first: the last one of each kind wins
-        newest = {(row[1], row[2], row[3], row[4]): row for row in evaluations}
-        evaluations = [
-            row for row in evaluations if newest[(row[1], row[2], row[3], row[4])] is row
-        ]
+    if latest_only:  # rows come oldest first: the last one of each (problem, candidate,
+        # device, config) wins
+        newest = {tuple(row[1:5]): row for row in evaluations}
+        evaluations = [row for row in evaluations if newest[tuple(row[1:5])] is row]
     problems = dict.fromkeys(row[1] for row in evaluations)
     candidates = dict.fromkeys(row[2] for row in evaluations)
     with gzip.open(path, "wt", encoding="utf-8") as out:

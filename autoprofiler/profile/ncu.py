@@ -198,16 +198,15 @@ class NcuProfiler(Profiler):
                 args += ["--section", section]
         metrics = dict.fromkeys([DURATION, *(m for g in groups for m in g.metrics)])
         args += ["--metrics", ",".join(metrics)]
-        warmup = opts.warmup
         if opts.launches_per_config:
             args += ["--filter-mode", "per-launch-config"]
             args += ["--launch-count", str(opts.launches_per_config)]
-            warmup = 0
         args += [*opts.extra_args, "-o", str(report.with_suffix("")), "--force-overwrite"]
         args += [opts.python, "-m", RUNNER_MODULE, "--problems", str(problems_file)]
-        if not opts.launches_per_config:  # a priming kernel would use up sampled launches
-            args += ["--prime-range", f"{opts.range_prefix}0"]
-        return [*args, "--warmup", str(warmup), "--repeats", str(opts.repeats)]
+        if opts.launches_per_config:  # warm-ups and a priming kernel would use up the count
+            return [*args, "--warmup", "0", "--repeats", str(opts.repeats)]
+        args += ["--prime-range", f"{opts.range_prefix}0"]
+        return [*args, "--warmup", str(opts.warmup), "--repeats", str(opts.repeats)]
 
     def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
         """Profile ``problem`` with ``groups`` in one ncu run (raises ``ProfilerError``)."""
