@@ -12,6 +12,7 @@ import typer
 from autoprofiler.learn.cli import (
     DEVICES,
     BaseURLOption,
+    CountFlaggedOption,
     DeviceOption,
     EditsPerRoundOption,
     EvaluatedDeviceOption,
@@ -93,6 +94,7 @@ def bench_command(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the proposer.")] = 0,
     objective: ObjectiveOption = "geomean_speedup",
+    count_flagged: CountFlaggedOption = False,
     cost_weights: Annotated[
         str,
         typer.Option(
@@ -152,7 +154,7 @@ def bench_command(
     try:
         chosen_budgets = parse_budgets(budgets)
         chosen_weights = parse_cost_weights(cost_weights)
-        objective_ = Objective(objective)
+        objective_ = Objective(objective, count_flagged=count_flagged)
     except ValueError as exc:
         fail(str(exc))
     if not replay and problems is None:

@@ -5,21 +5,23 @@ problems through the same rewriter and evaluator; ``ConfigScore`` keeps each pro
 A table row (``summarize``) reports the correctness rate, ``fast_1`` and ``fast_1.5`` (the share
 of problems correct and more than 1x / 1.5x faster than eager), the geometric-mean speedup over
 eager and over ``torch.compile`` (a failure counts as the eager reference kept in place: 1.0x
-over eager, and eager's own speed against ``torch.compile``), and the mean profiling seconds
-and metrics collected per problem. A fixed configuration runs without a budget; when its most
-expensive problem costs more than a budget it is marked as not fitting that budget.
+over eager, and eager's own speed against ``torch.compile``), the number of flagged candidates
+(correct, with a flag finding: they count as failures in every speedup figure unless the
+objective's ``count_flagged`` is set), and the mean profiling seconds and metrics collected per
+problem. A fixed configuration runs without a budget; when its most expensive problem costs
+more than a budget it is marked as not fitting that budget.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from autoprofiler.evaluate.result import FailureKind
-from autoprofiler.learn.objective import Objective, ProblemOutcome, TreeScore
+from autoprofiler.learn.objective import Objective, TreeScore, fast_p, geomean_speedup
 
 LEARNED = "learned"
 _SLACK_S = 1e-9
@@ -89,11 +91,12 @@ class CompileBaseline:
 @dataclass(frozen=True)
 class Summary:
     """The numbers of one table row (see the module docstring); ``vs_compile`` is None when a
-    test problem has no torch.compile baseline. ``incomplete`` counts problems for which a
-    group of an unlimited configuration was not recorded, ``not_recorded`` problems whose
-    evaluation was not among the replayed ones."""
+    test problem has no torch.compile baseline. ``flagged`` counts flagged candidates,
+    ``incomplete`` problems for which a group of an unlimited configuration was not recorded,
+    ``not_recorded`` problems whose evaluation was not among the replayed ones."""
 
     correct_rate: float
+    flagged: int
     fast_1: float
     fast_1_5: float
     geomean_speedup: float
@@ -105,18 +108,13 @@ class Summary:
     not_recorded: int
 
 
-def fast_p(outcomes: Sequence[ProblemOutcome], threshold: float) -> float:
-    """KernelBench ``fast_p``: the share of problems correct and more than ``threshold`` times
-    faster than eager."""
-    return statistics.fmean(o.correct and (o.speedup or 0.0) > threshold for o in outcomes)
-
-
 def summarize(
     config: ConfigScore,
     compile_baselines: Mapping[str, CompileBaseline],
     objective: Objective | None = None,
 ) -> Summary:
-    """The table row of ``config`` (failures count as ``objective.failure_speedup``)."""
+    """The table row of ``config`` (failures, and flagged candidates unless
+    ``objective.count_flagged``, count as ``objective.failure_speedup``)."""
     objective = objective or Objective()
     score = config.score
     speedups = [objective.speedup(o) for o in score.outcomes]
@@ -128,9 +126,10 @@ def summarize(
     unlimited = config.budget_s is None
     return Summary(
         correct_rate=score.correct_rate,
-        fast_1=fast_p(score.outcomes, 1.0),
-        fast_1_5=fast_p(score.outcomes, 1.5),
-        geomean_speedup=score.geomean_speedup,
+        flagged=score.flagged,
+        fast_1=fast_p(score.outcomes, 1.0, objective),
+        fast_1_5=fast_p(score.outcomes, 1.5, objective),
+        geomean_speedup=geomean_speedup(objective, score.outcomes),
         vs_compile=vs_compile,
         mean_cost_s=score.mean_cost_s,
         max_cost_s=score.max_cost_s,
@@ -260,9 +259,12 @@ class BenchResult:
         return [budget for budget, *_ in sorted(front, key=lambda p: (p[1], -p[2]))]
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields, and the flagged rule of the objective (``count_flagged``, for readers:
+        it is read back from ``spec``, where results written before it have none: False)."""
         return {
             "name": self.name,
             "spec": self.spec,
+            "count_flagged": self.objective().count_flagged,
             "names": self.names,
             "train": list(self.train),
             "test": list(self.test),

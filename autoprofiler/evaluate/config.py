@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 
 from autoprofiler.store import content_key
 
+# Part of every cache key: a verdict made by an older evaluator is not reused by a newer one.
+EVALUATOR_VERSION = "2"
 # KernelBench's current per-dtype tolerances (atol = rtol).
 DEFAULT_TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 
@@ -53,6 +55,16 @@ class EvalConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def loop_settings(self) -> dict:
+        """The timing loop's settings (``autoprofiler.evaluate.timing.LoopSettings``)."""
+        return {
+            "warmup_ms": self.warmup_ms,
+            "budget_ms": self.timing_budget_ms,
+            "min_trials": self.min_timing_trials,
+            "max_trials": self.max_timing_trials,
+            "flush_l2": self.flush_l2,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> EvalConfig:

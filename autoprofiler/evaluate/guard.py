@@ -1,11 +1,12 @@
 """Run-time guards: what a candidate may not change in the worker, or leave running.
 
-The candidate runs in the process that also holds the reference and the timer. Before the
-candidate is loaded, :class:`RuntimeGuard` records the functions the verdict depends on (torch,
-its functional and tensor namespaces, the timers, builtins, the evaluator's own modules, the
-reference module and classes), the numeric settings the reference computes under, the global
-module hooks, and the reference's parameters and buffers. :meth:`RuntimeGuard.check` reports
-any change as a rejecting finding. :func:`background_work` names the other threads that are
+The verdict is made outside the candidate's process, so what a candidate changes here cannot
+forge it; these guards are a second line that names the attempt. Before the candidate is
+loaded, :class:`RuntimeGuard` records the functions the raw data depends on (torch, its
+functional and tensor namespaces, the timers, builtins, the candidate side's own module, the
+problem module and classes), the precision settings, the global module hooks, and (where one
+is given) a model's parameters and buffers. :meth:`RuntimeGuard.check` reports any change as
+a rejecting finding. :func:`background_work` names the other threads that are
 still running candidate code. These raise the bar; code that restores what it changed before
 the next check is not seen (docs/SECURITY.md says what is and is not covered).
 """
@@ -26,41 +27,13 @@ import torch.nn.functional
 
 from autoprofiler.evaluate import timing
 from autoprofiler.evaluate.result import Finding
+from autoprofiler.evaluate.settings import precision_settings
 
 TIMER_SPACES = frozenset({"time", "torch.cuda.Event", "timing"})
 TIMER_ATTRIBUTES = frozenset({"synchronize", "Event", "elapsed_time", "perf_counter"})
-# Settings that change what the reference computes (float32 matmuls in TF32 or bfloat16, ...).
-PRECISION_SETTINGS = (
-    "get_float32_matmul_precision()",
-    "backends.cuda.matmul.allow_tf32",
-    "backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-    "backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-    "backends.cudnn.allow_tf32",
-    "backends.fp32_precision",
-    "backends.cuda.matmul.fp32_precision",
-    "backends.cudnn.conv.fp32_precision",
-    "backends.mkldnn.matmul.fp32_precision",
-)
 GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks")
 MAX_NAMES = 4
 TORCH_DIR = os.path.join(os.path.dirname(torch.__file__), "")
-
-
-def _precision() -> dict[str, Any]:
-    """The settings in ``PRECISION_SETTINGS`` ("none" read as the default, "ieee")."""
-    settings: dict[str, Any] = {"default_dtype": torch.get_default_dtype()}
-    for path in PRECISION_SETTINGS:
-        try:
-            value: Any = torch
-            for part in path.removesuffix("()").split("."):
-                value = getattr(value, part, None)
-            if path.endswith("()") and value is not None:
-                value = value()
-        except RuntimeError:  # torch refuses to read a mix of its legacy and new settings
-            value = "mixed settings"
-        if value is not None:
-            settings[path] = "ieee" if value == "none" else value
-    return settings
 
 
 def _global_hooks() -> dict[str, tuple]:
@@ -138,14 +111,15 @@ class RuntimeGuard:
     def __init__(
         self,
         reference_module: types.ModuleType,
-        reference: torch.nn.Module,
+        reference: torch.nn.Module | None,
         evaluator: Mapping[str, Any],
     ) -> None:
+        reference = reference if reference is not None else torch.nn.Module()
         self._reference = reference
         self._spaces = self._watched_spaces(reference_module, reference, evaluator)
         self._functions = _functions(self._spaces)
         self._code = _code(self._functions)
-        self._precision = _precision()
+        self._precision = precision_settings()
         self._hooks = _global_hooks()
         self._structure = _module_structure(reference)
         self._state = _state(reference)
@@ -184,7 +158,7 @@ class RuntimeGuard:
             findings.append(Finding("patches_timer", f"replaced {_names(timers)}", "reject"))
         if others:
             findings.append(Finding("patches_runtime", f"replaced {_names(others)}", "reject"))
-        precision = _precision()
+        precision = precision_settings()
         moved = [
             f"{key} {self._precision[key]} -> {precision.get(key)}"
             for key in self._precision

@@ -79,6 +79,11 @@ class EvalResult:
     wall_s: float = 0.0
     timed_s: float = 0.0
     from_cache: bool = False
+    evaluator_version: str = ""
+    unstable: list[str] = field(default_factory=list)  # "reference", "candidate", "compile"
+    timed_outputs_checked: int = 0
+    timing_phase_s: float | None = None  # the candidate's timing phase, by the trusted clock
+    settings: dict[str, str] = field(default_factory=dict)  # what the candidate was timed under
 
     def add_finding(self, finding: Finding) -> None:
         """Record ``finding``; a second one of the same name only raises the severity."""
@@ -109,6 +114,11 @@ class EvalResult:
         if not self.correct or self.compiled_reference is None or self.candidate is None:
             return None
         return self.compiled_reference.median_ms / self.candidate.median_ms
+
+    @property
+    def flagged(self) -> list[str]:
+        """Names of the findings that flag (do not reject) this result."""
+        return [f.name for f in self.findings if f.severity == "flag"]
 
     @property
     def harness_overhead_s(self) -> float:

@@ -1,7 +1,10 @@
-"""``evaluate()``: judge a candidate in a spawned worker with time limits and a hard kill.
+"""``evaluate()``: the trusted side of an evaluation.
 
-The static checks run here, in the parent, where the candidate cannot reach them; their
-findings are merged into whatever verdict the worker returns.
+It draws the seeds, gets the reference's timings from the trusted reference process (or the
+store), runs the candidate in a process of its own under the containment supervisor with time
+limits by phase, measures the candidate's timing phase with its own clock, and has trusted code
+(:mod:`~autoprofiler.evaluate.verdict`) make the verdict from the raw data handed over. The
+static checks run here too, where the candidate cannot reach them.
 """
 
 from __future__ import annotations
@@ -12,19 +15,27 @@ import json
 import logging
 import os
 import re
+import secrets
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autoprofiler.evaluate.checks import scan_source
-from autoprofiler.evaluate.config import EvalConfig
+from autoprofiler.evaluate.config import EVALUATOR_VERSION, EvalConfig
+from autoprofiler.evaluate.containment import supervised_command
+from autoprofiler.evaluate.inputs import TrialSeeds
 from autoprofiler.evaluate.recorded import replay_evaluation
+from autoprofiler.evaluate.reference import ReferenceError, ReferencePool, ReferenceProcess
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding
 from autoprofiler.evaluate.sandbox import exit_status, sandbox_command
+from autoprofiler.evaluate.timing import LoopRecord
+from autoprofiler.evaluate.verdict import Verdict, is_unstable, trial_stats
 from autoprofiler.problem import Problem, source_hash
 from autoprofiler.store import Store, content_key
 
@@ -33,6 +44,10 @@ log = logging.getLogger(__name__)
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 LOG_TAIL_LINES = 6
 EXIT_GRACE_S = 30.0  # how long a worker that reported its verdict may take to leave
+SUPERVISOR_GRACE_S = 6.0  # the supervisor's sweep takes at most 5 s
+# Check every timed call's output while they add up to no more than this; else a sample.
+CHECK_ALL_TIMED_BYTES = 256 * 2**20
+TIMED_SAMPLE = 4
 POLL_S = 0.2
 # Folders the worker writes to besides its work folder, by default inside it. Without a
 # sandbox, variables the user set are kept and Inductor keeps its shared cache (compiles are
@@ -45,6 +60,7 @@ WORK_FOLDERS = {
 }
 SANDBOX_FOLDERS = {**WORK_FOLDERS, "TMPDIR": "tmp"}
 OUT_OF_MEMORY_MARKERS = ("out of memory", "memoryerror", "allocate memory")
+REFERENCES = ReferencePool()
 
 
 def default_work_root() -> Path:
@@ -73,7 +89,7 @@ def evaluation_device(config: EvalConfig) -> str:
 
 def evaluation_key(problem: Problem, candidate_hash: str, config: EvalConfig) -> str:
     """The store key of an evaluation: problem, candidate, device label (the replayed one when
-    replaying: no GPU is asked for its name), configuration and torch version."""
+    replaying: no GPU is asked for its name), configuration, torch and evaluator versions."""
     import torch
 
     return content_key(
@@ -82,6 +98,7 @@ def evaluation_key(problem: Problem, candidate_hash: str, config: EvalConfig) ->
         evaluation_device(config),
         config.config_hash,
         torch.__version__,
+        EVALUATOR_VERSION,
     )
 
 
@@ -93,13 +110,20 @@ def evaluate(
     store: Store | None = None,
     use_cache: bool = True,
     work_root: Path | None = None,
+    retime_reference: bool = False,
 ) -> EvalResult:
     """Check and time ``candidate_source`` (defining ``ModelNew``) against ``problem``.
 
-    The candidate runs in a fresh worker process. Whatever it does (raise, crash, hang, exhaust
-    memory) ends as a failed ``EvalResult``; the caller never crashes or hangs. With a store,
-    a result for the same problem, candidate, device and configuration is reused. A sandbox
-    that cannot be used raises :class:`~autoprofiler.evaluate.sandbox.SandboxError`.
+    The candidate runs in a fresh process of its own, under a supervisor that leaves none of
+    its processes behind; the reference runs in a trusted process that never imports candidate
+    code, kept warm across candidates of the same problem. The verdict is made by trusted code
+    from the raw outputs and times the candidate's process handed over, once it is gone.
+    Whatever the candidate does (raise, crash, hang, exhaust memory, forge its report) ends as
+    a failed or refused ``EvalResult``; the caller never crashes or hangs. With a store, a
+    result for the same problem, candidate, device, configuration and evaluator version is
+    reused, and the reference's timings are stored per problem, device and settings (timed
+    again with ``retime_reference``, the drift logged). A sandbox that cannot be used raises
+    :class:`~autoprofiler.evaluate.sandbox.SandboxError`.
 
     With ``config.replay_device`` set, nothing runs: the result recorded on that device is
     returned (``autoprofiler.evaluate.recorded``), or a ``NOT_RECORDED`` failure.
@@ -112,17 +136,27 @@ def evaluate(
         cached = cached_evaluation(store, problem, candidate_source, config)
         if cached is not None:
             return cached
-    work_dir = (work_root or default_work_root()) / "candidates" / candidate_hash
+    began = time.perf_counter()
+    root = work_root or default_work_root()
+    work_dir = root / "candidates" / candidate_hash
     work_dir.mkdir(parents=True, exist_ok=True)
     candidate_path = work_dir / "candidate.py"
     candidate_path.write_text(candidate_source, encoding="utf-8")
-    compile_baseline = _cached_compile_baseline(store, problem, config)
-    result = _run_worker(
-        problem, candidate_hash, candidate_path, config, work_dir, compile_baseline is None
-    )
+    if config.sandbox:
+        sandbox_command(config.sandbox, work_dir)  # refuse an unusable sandbox before any work
+    try:
+        reference = REFERENCES.get(problem, config, _reference_env(config), root)
+        timings = reference_timings(reference, problem, config, store, retime_reference)
+    except ReferenceError as exc:
+        result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
+        result.failure_kind, result.failure_message = FailureKind.REFERENCE_ERROR, str(exc)
+    else:
+        result = _judge_candidate(
+            problem, candidate_hash, candidate_path, config, work_dir, reference, timings
+        )
+    result.evaluator_version = EVALUATOR_VERSION
     _merge_static_findings(result, scan_source(candidate_source, problem.source))
-    if compile_baseline is not None:
-        result.compiled_reference = compile_baseline
+    result.wall_s = time.perf_counter() - began
     if store is not None:
         store_evaluation(store, problem, candidate_source, config, result)
     return result
@@ -162,7 +196,6 @@ def store_evaluation(
         config.config_hash,
         result.to_dict(),
     )
-    _store_baselines(store, problem, config, result)
 
 
 def _baseline_key(problem: Problem, config: EvalConfig, kind: str) -> str:
@@ -173,34 +206,56 @@ def _baseline_key(problem: Problem, config: EvalConfig, kind: str) -> str:
         device_name(config.device),
         torch.__version__,
         config.config_hash,
+        EVALUATOR_VERSION,
         kind,
     )
 
 
-def _cached_compile_baseline(store: Store | None, problem: Problem, config: EvalConfig):
-    if store is None or not config.time_compile_baseline:
-        return None
-    cached = store.get_baseline(_baseline_key(problem, config, "compile"))
-    if cached is None:
-        return None
-    from autoprofiler.evaluate.result import TimingStats
+def reference_timings(
+    reference: ReferenceProcess,
+    problem: Problem,
+    config: EvalConfig,
+    store: Store | None,
+    retime: bool = False,
+) -> dict[str, dict]:
+    """The reference's timing records by kind (``eager``, and ``compile`` when the config asks
+    for the torch.compile baseline): from the warm process, else the store, else timed now in
+    the trusted process (once more when unstable) and stored. ``retime`` times them again and
+    logs the drift from what was stored."""
+    kinds = ["eager", *(["compile"] if config.time_compile_baseline else [])]
+    timings = {}
+    for kind in kinds:
+        key = _baseline_key(problem, config, kind)
+        stored = store.get_baseline(key) if store is not None else None
+        known = reference.records.get(kind) or stored
+        if known is None or retime:
+            fresh = _time_reference(reference, kind, config)
+            if known is not None:
+                drift = fresh["stats"]["median_ms"] / known["stats"]["median_ms"]
+                log.warning(
+                    "%s: %s reference re-timed, %.3fx of the stored median",
+                    problem.name, kind, drift,
+                )  # fmt: skip
+                fresh["drift"] = drift
+            known = fresh
+        if store is not None and (stored is None or known is not stored):
+            store.put_baseline(key, problem.content_hash, reference.device, kind, known)
+        reference.records[kind] = known
+        timings[kind] = known
+    return timings
 
-    return TimingStats(**cached)
 
-
-def _store_baselines(store: Store, problem: Problem, config: EvalConfig, result: EvalResult):
-    from dataclasses import asdict
-
-    device = result.device or device_name(config.device)
-    for kind, stats in (("eager", result.reference), ("compile", result.compiled_reference)):
-        if stats is not None:
-            store.put_baseline(
-                _baseline_key(problem, config, kind),
-                problem.content_hash,
-                device,
-                kind,
-                asdict(stats),
-            )
+def _time_reference(reference: ReferenceProcess, kind: str, config: EvalConfig) -> dict:
+    """One trusted timing of ``kind``, timed a second time when the first was unstable."""
+    limit = config.compile_timeout_s + config.run_timeout_s
+    for attempt in range(2):
+        reply = reference.time(kind, secrets.randbits(62), config.loop_settings(), limit)
+        stats = trial_stats(LoopRecord.from_dict(reply["record"]))
+        unstable = is_unstable(stats)
+        if not unstable or attempt:
+            return {**reply, "stats": asdict(stats), "unstable": unstable}
+        log.info("the %s reference's trials spread widely; timing it again", kind)
+    raise AssertionError("unreachable")
 
 
 def _merge_static_findings(result: EvalResult, findings: list[Finding]) -> None:
@@ -242,40 +297,72 @@ def _worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], lis
     return env, [str(work_dir), *folders]
 
 
-def _run_worker(
+def _reference_env(config: EvalConfig) -> dict[str, str]:
+    """The trusted reference process's environment: the caller's, CPU settings as a worker's."""
+    env = dict(os.environ)
+    if device_name(config.device) == "cpu":
+        env.setdefault("TRITON_INTERPRET", "1")
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    return env
+
+
+def _draw_seeds(config: EvalConfig) -> TrialSeeds:
+    """Fresh seeds, unpredictable to any candidate (``secrets``)."""
+    draw = lambda: secrets.randbits(62)  # noqa: E731
+    return TrialSeeds(tuple(draw() for _ in range(config.correctness_trials)), draw(), draw())
+
+
+@dataclass
+class _Exchange:
+    """What the runner saw of one candidate's process: the phase that ran past its limit,
+    the timing phase's wall seconds by this process's clock, the timed trials' count, and the
+    timed outputs it asked for."""
+
+    timed_out_in: str | None = None
+    timing_phase_s: float | None = None
+    trials: int = 0
+    asked: list[int] = field(default_factory=list)
+
+
+def _judge_candidate(
     problem: Problem,
     candidate_hash: str,
     candidate_path: Path,
     config: EvalConfig,
     work_dir: Path,
-    time_compile_baseline: bool,
+    reference: ReferenceProcess,
+    timings: dict[str, dict],
 ) -> EvalResult:
-    began = time.perf_counter()
     prefix = sandbox_command(config.sandbox, work_dir) if config.sandbox else []
     run_id = f"{os.getpid()}-{time.monotonic_ns()}"  # runs of one candidate may overlap
-    result_path = work_dir / f"result-{run_id}.json"
+    output_dir = work_dir / f"outputs-{run_id}"
+    output_dir.mkdir()
+    report_path = work_dir / f"report-{run_id}.json"
     job_path = work_dir / f"job-{run_id}.json"
     env, write_roots = _worker_env(work_dir, config)
+    seeds = _draw_seeds(config)
     read_fd, write_fd = os.pipe()
     job = {
         "problem_source": problem.source,
-        "problem_hash": problem.content_hash,
-        "candidate_hash": candidate_hash,
         "candidate_path": str(candidate_path),
         "config": config.to_dict(),
-        "result_path": str(result_path),
+        "seeds": {"correctness": list(seeds.correctness), "other_shape": seeds.other_shape},
+        "loop": config.loop_settings(),
+        "settings": timings["eager"]["settings"],
+        "output_dir": str(output_dir),
+        "report_path": str(report_path),
         "status_fd": write_fd,
-        "time_compile_baseline": time_compile_baseline and config.time_compile_baseline,
         "write_roots": write_roots,
-        "parent_pid": None if prefix else os.getpid(),
+        "parent_pid": None,  # the supervisor is its parent
     }
     job_path.write_text(json.dumps(job), encoding="utf-8")
     log_path = work_dir / f"worker-{run_id}.log"
+    command = [*prefix, sys.executable, "-m", "autoprofiler.evaluate.candidate", str(job_path)]
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "autoprofiler.evaluate.worker", str(job_path)],
+            supervised_command(command, (write_fd,)),
             cwd=work_dir,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
@@ -283,40 +370,57 @@ def _run_worker(
             start_new_session=True,
         )
     os.close(write_fd)
+    output_bytes = timings["eager"]["record"]["output_bytes"]
     try:
-        timed_out_in = _watch(process, read_fd, config)
+        exchange = _watch(process, read_fd, config, seeds, output_bytes)
     finally:
         os.close(read_fd)
-        _kill_group(process)
-    result = _read_result(result_path, problem, candidate_hash)
-    if result is None:
-        result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
-        returncode = exit_status(process.returncode) if prefix else process.returncode
-        result.failure_kind, result.failure_message = _classify_death(
-            returncode, timed_out_in, config, _log_tail(log_path)
-        )
-        result.compiled = timed_out_in in ("run", "exit")
-    with contextlib.suppress(OSError):
-        log_path.replace(work_dir / "worker.log")  # the last run's log
-    result.wall_s = time.perf_counter() - began
+        _stop(process)
+    report = _read_report(report_path)
+    try:
+        if report is None:
+            result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
+            result.failure_kind, result.failure_message = _classify_death(
+                exit_status(process.returncode), exchange.timed_out_in, config, _log_tail(log_path)
+            )
+            result.compiled = exchange.timed_out_in in ("run", "exit")
+        else:
+            verdict = Verdict(problem, candidate_hash, config, reference, timings, seeds)
+            result = verdict.judge(report, exchange.timing_phase_s, exchange.asked)
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            log_path.replace(work_dir / "worker.log")  # the last run's log
     return result
 
 
-def _watch(process: subprocess.Popen, read_fd: int, config: EvalConfig) -> str | None:
-    """Follow the worker's phases until it exits; return the phase that ran past its limit.
+def _watch(
+    process: subprocess.Popen,
+    read_fd: int,
+    config: EvalConfig,
+    seeds: TrialSeeds,
+    output_bytes: int,
+) -> _Exchange:
+    """Follow the candidate's phases until it exits, answering its two questions.
 
-    The phases are ``compile``, ``run`` and ``exit`` (after the worker said ``done``, a short
-    grace). Nothing the worker writes or closes makes this wait beyond the current limit.
+    The phases are ``compile``, ``run`` and ``exit`` (after it said ``done``, a short grace).
+    On ``ready`` the timing seed is written to it, and the clock of its timing phase starts;
+    on ``timed N`` the clock stops and the indices of the timed trials whose outputs are to be
+    checked are chosen and written. Nothing the process writes or closes makes this wait
+    beyond the current limit.
     """
+    exchange = _Exchange()
     phase = "compile"
     deadline = time.monotonic() + config.compile_timeout_s
     buffer = b""
     reading = True
+    timing_began: float | None = None
     while process.poll() is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            log.warning("candidate timed out in phase %s; killing the worker", phase)
-            return phase
+            log.warning("candidate timed out in phase %s; stopping it", phase)
+            exchange.timed_out_in = phase
+            return exchange
         if not reading:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=min(remaining, POLL_S))
@@ -325,44 +429,74 @@ def _watch(process: subprocess.Popen, read_fd: int, config: EvalConfig) -> str |
         if not ready:
             continue
         chunk = os.read(read_fd, 4096)
-        if not chunk:  # every writer closed the pipe; wait for the worker itself
+        if not chunk:  # every writer closed the pipe; wait for the process itself
             reading = False
             continue
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
-            if line == b"run" and phase == "compile":
+            word, _, rest = line.decode(errors="replace").partition(" ")
+            if word == "run" and phase == "compile":
                 phase = "run"
                 deadline = time.monotonic() + config.run_timeout_s
-            elif line == b"done" and phase != "exit":
+            elif word == "ready" and phase == "run" and timing_began is None:
+                timing_began = time.perf_counter()
+                _tell(process, {"timing": seeds.timing})
+            elif word == "timed" and timing_began is not None and not exchange.asked:
+                exchange.timing_phase_s = time.perf_counter() - timing_began
+                exchange.trials = int(rest) if rest.isdigit() else 0
+                exchange.asked = _timed_sample(exchange.trials, output_bytes)
+                _tell(process, {"save": exchange.asked})
+            elif word == "done" and phase != "exit":
                 phase = "exit"
                 deadline = time.monotonic() + _exit_grace_s(config)
-    return None
+    return exchange
+
+
+def _tell(process: subprocess.Popen, message: dict) -> None:
+    with contextlib.suppress(BrokenPipeError, OSError):
+        process.stdin.write((json.dumps(message) + "\n").encode())
+        process.stdin.flush()
+
+
+def _timed_sample(trials: int, output_bytes: int) -> list[int]:
+    """Every timed trial while their outputs are small, else a sample chosen now, after the
+    run, by a generator the candidate cannot predict."""
+    if trials <= 0:
+        return []
+    if trials * output_bytes <= CHECK_ALL_TIMED_BYTES:
+        return list(range(trials))
+    return sorted(secrets.SystemRandom().sample(range(trials), min(trials, TIMED_SAMPLE)))
 
 
 def _exit_grace_s(config: EvalConfig) -> float:
     return min(EXIT_GRACE_S, config.run_timeout_s)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    """Kill the worker's whole session: the worker and anything the candidate started."""
+def _stop(process: subprocess.Popen) -> None:
+    """End the supervisor, which ends every process the candidate started: SIGTERM and its
+    sweep first, then SIGKILL of its group should it not be done in time."""
+    with contextlib.suppress(OSError):
+        process.stdin.close()
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=SUPERVISOR_GRACE_S)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
 
 
-def _read_result(path: Path, problem: Problem, candidate_hash: str) -> EvalResult | None:
-    """The worker's verdict, or None when it left none (or one about something else)."""
+def _read_report(path: Path) -> dict | None:
+    """The candidate process's report (untrusted: checked field by field later), or None."""
     try:
-        result = EvalResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError, AttributeError):
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
     finally:
         path.unlink(missing_ok=True)
-    if (result.problem_hash, result.candidate_hash) != (problem.content_hash, candidate_hash):
-        log.warning("the worker's result names another problem or candidate; ignored")
-        return None
-    return result
+    return report if isinstance(report, dict) else None
 
 
 def _log_tail(path: Path) -> str:

@@ -1,8 +1,15 @@
-"""Timing of a callable the same way for reference and candidate.
+"""The timing loop, run the same way for the reference (in the trusted reference process) and
+the candidate (in its own process), and the statistics the trusted side makes of its trials.
 
-On CUDA: events created up front, warm-up, the L2 cache flushed before every trial, one
-synchronisation at the end, the median of many trials. On the CPU: ``time.perf_counter`` around
-each call (no cache flush), labelled ``perf_counter`` in the result.
+:func:`run_timing_loop`: a probe and a warm-up on an input of their own, then one timed call on
+each input of a pool made before timing, every input distinct (the pool is as large as the
+trials, within a memory budget). On CUDA each trial is the L2 flush, then a start event, the
+call, a synchronisation of the whole device (work on any stream is inside the trial), the end
+event; on the CPU ``time.perf_counter`` around the call. Each trial's host time (around the
+events, synchronisation included) is recorded too, and the loop's own setup and wall seconds:
+the trusted side checks the reported trials against the wall time it saw
+(:mod:`~autoprofiler.evaluate.verdict`). The outputs of the timed calls are kept (copied once
+the trial is over) so that trusted code can check them.
 """
 
 from __future__ import annotations
@@ -10,10 +17,12 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from autoprofiler.evaluate.inputs import flatten, nbytes
 from autoprofiler.evaluate.result import TimingStats
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
@@ -50,67 +59,157 @@ def summarize(times_ms: Sequence[float], timer: str) -> TimingStats:
     )
 
 
+PROBE_CALLS = 5
+CPU_POOL_BYTES = 2 * 2**30
+CUDA_POOL_SHARE = 0.4  # of the device memory free when the pool is made
+
+
+@dataclass
+class LoopSettings:
+    """How long to warm up and time, in milliseconds, and the trial bounds."""
+
+    warmup_ms: float = 25.0
+    budget_ms: float = 200.0
+    min_trials: int = 10
+    max_trials: int = 200
+    flush_l2: bool = True
+
+
+@dataclass
+class LoopRecord:
+    """What one timing loop measured, raw: per-trial times and the loop's own seconds.
+
+    ``trial_ms`` are the timer's (CUDA events, or ``perf_counter`` on the CPU); ``host_ms``
+    the host wall time around each trial; ``setup_s`` the probe, warm-up and pool before the
+    first trial; ``loop_s`` the wall time of all trials, flushes and output copies included;
+    ``input_bytes``/``output_bytes`` one call's; ``memory_limited`` when the pool budget, not
+    the timing budget, set the number of trials.
+    """
+
+    trial_ms: list[float]
+    host_ms: list[float]
+    timer: str
+    setup_s: float
+    pool_s: float
+    loop_s: float
+    input_bytes: int
+    output_bytes: int
+    memory_limited: bool = False
+
+    @property
+    def trials(self) -> int:
+        return len(self.trial_ms)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LoopRecord:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
 def _trial_count(estimate_ms: float, budget_ms: float, low: int, high: int) -> int:
     if estimate_ms <= 0:
         return high
     return max(low, min(high, int(budget_ms / estimate_ms)))
 
 
-def time_callable(
-    fn: Callable[..., Any],
-    args: Sequence[Any],
-    device: torch.device,
-    *,
-    warmup_ms: float = 25.0,
-    budget_ms: float = 200.0,
-    min_trials: int = 10,
-    max_trials: int = 200,
-    flush_l2: bool = True,
-) -> TimingStats:
-    """Time ``fn(*args)``; the number of trials is derived from a quick estimate."""
+def pool_budget_bytes(device: torch.device) -> int:
+    """Bytes the pool of timed inputs and their kept outputs may take on ``device``."""
     if device.type == "cuda":
-        return _time_cuda(fn, args, device, warmup_ms, budget_ms, min_trials, max_trials, flush_l2)
-    return _time_cpu(fn, args, warmup_ms, budget_ms, min_trials, max_trials)
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * CUDA_POOL_SHARE)
+    return CPU_POOL_BYTES
 
 
-def _time_cuda(fn, args, device, warmup_ms, budget_ms, min_trials, max_trials, flush_l2):
-    # Estimate one call (L2 flushed as in the real trials) from a few events.
-    fn(*args)
-    torch.cuda.synchronize(device)
-    probe_start = torch.cuda.Event(enable_timing=True)
-    probe_end = torch.cuda.Event(enable_timing=True)
-    probe_start.record()
-    for _ in range(5):
-        if flush_l2:
-            _flush_l2(device)
-        fn(*args)
-    probe_end.record()
-    torch.cuda.synchronize(device)
-    estimate_ms = probe_start.elapsed_time(probe_end) / 5
-    for _ in range(_trial_count(estimate_ms, warmup_ms, 1, max_trials)):
-        fn(*args)
-    trials = _trial_count(estimate_ms, budget_ms, min_trials, max_trials)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
-    for start, end in zip(starts, ends):
-        if flush_l2:
-            _flush_l2(device)
+def _copy_outputs(value: Any) -> list[Any]:
+    return [v.detach().clone() if torch.is_tensor(v) else v for v in flatten(value)]
+
+
+class _Clock:
+    """One trial's timer: CUDA events around the call and a device-wide synchronisation, or
+    ``perf_counter``; and the host wall time around either."""
+
+    def __init__(self, device: torch.device, flush_l2: bool) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.flush = flush_l2 and self.cuda
+        self.name = "cuda_events" if self.cuda else "perf_counter"
+
+    def trial(self, fn: Callable[..., Any], args: Sequence[Any]) -> tuple[float, float, Any]:
+        """(timer ms, host ms, output) of one call."""
+        if self.flush:
+            _flush_l2(self.device)
+        if not self.cuda:
+            began = time.perf_counter()
+            out = fn(*args)
+            elapsed = (time.perf_counter() - began) * 1e3
+            return elapsed, elapsed, out
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(self.device)
+        began = time.perf_counter()
         start.record()
-        fn(*args)
+        out = fn(*args)
+        torch.cuda.synchronize(self.device)  # every stream's work is inside the trial
         end.record()
-    torch.cuda.synchronize(device)
-    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events")
+        end.synchronize()
+        host = (time.perf_counter() - began) * 1e3
+        return start.elapsed_time(end), host, out
 
 
-def _time_cpu(fn, args, warmup_ms, budget_ms, min_trials, max_trials):
-    begin = time.perf_counter()
-    fn(*args)
-    estimate_ms = (time.perf_counter() - begin) * 1e3
-    for _ in range(_trial_count(estimate_ms, warmup_ms, 1, max_trials)):
-        fn(*args)
-    times = []
-    for _ in range(_trial_count(estimate_ms, budget_ms, min_trials, max_trials)):
-        begin = time.perf_counter()
-        fn(*args)
-        times.append((time.perf_counter() - begin) * 1e3)
-    return summarize(times, "perf_counter")
+def run_timing_loop(
+    fn: Callable[..., Any],
+    make_input: Callable[[int], list[Any]],
+    device: torch.device,
+    settings: LoopSettings,
+    pool_bytes: int,
+    keep_outputs: bool = False,
+) -> tuple[LoopRecord, list[list[Any]]]:
+    """Time ``fn`` on distinct inputs; return the raw record and (with ``keep_outputs``) a
+    copy of each timed call's output, in trial order.
+
+    ``make_input(j)`` makes the ``j``-th input of the pool; ``make_input(-1)`` the probe's and
+    warm-up's own. The number of trials comes from the probe's estimate and the budget, and
+    is cut to what fits in ``pool_bytes`` (each trial's input and kept output).
+    """
+    clock = _Clock(device, settings.flush_l2)
+    began = time.perf_counter()
+    warm = make_input(-1)
+    probe_out = fn(*warm)
+    output_bytes = nbytes(flatten(probe_out))
+    del probe_out
+    estimate_ms = statistics.median(clock.trial(fn, warm)[0] for _ in range(PROBE_CALLS))
+    for _ in range(_trial_count(estimate_ms, settings.warmup_ms, 1, settings.max_trials)):
+        fn(*warm)
+    input_bytes = nbytes(warm)
+    del warm
+    wanted = _trial_count(estimate_ms, settings.budget_ms, settings.min_trials, settings.max_trials)
+    per_trial = input_bytes + (output_bytes if keep_outputs else 0)
+    fits = max(1, pool_bytes // per_trial) if per_trial else wanted
+    trials = min(wanted, fits)
+    pool_began = time.perf_counter()
+    pool: list[list[Any] | None] = [make_input(j) for j in range(trials)]
+    loop_began = time.perf_counter()
+    trial_ms, host_ms, outputs = [], [], []
+    for j in range(trials):
+        elapsed, host, out = clock.trial(fn, pool[j])
+        pool[j] = None  # the trusted side makes this input again from its seed
+        trial_ms.append(elapsed)
+        host_ms.append(host)
+        if keep_outputs:
+            outputs.append(_copy_outputs(out))
+        del out
+    ended = time.perf_counter()
+    record = LoopRecord(
+        trial_ms=trial_ms,
+        host_ms=host_ms,
+        timer=clock.name,
+        setup_s=loop_began - began,
+        pool_s=loop_began - pool_began,
+        loop_s=ended - loop_began,
+        input_bytes=input_bytes,
+        output_bytes=output_bytes,
+        memory_limited=fits < wanted,
+    )
+    return record, outputs

@@ -79,6 +79,14 @@ CostWeightOption = Annotated[
         "seconds per problem) (0.01: 10 s more must buy about 10 % more).",
     ),
 ]
+CountFlaggedOption = Annotated[
+    bool,
+    typer.Option(
+        "--count-flagged",
+        help="Count a flagged candidate (correct, with a flag finding such as side_channel) "
+        "at its speedup; by default it counts as a failure.",
+    ),
+]
 DeviceOption = Annotated[
     str, typer.Option("--device", help="Evaluate candidates on auto, cuda or cpu.")
 ]
@@ -165,6 +173,7 @@ def learn_command(
     edits_per_round: EditsPerRoundOption = 6,
     objective: ObjectiveOption = "geomean_speedup",
     cost_weight: CostWeightOption = 0.0,
+    count_flagged: CountFlaggedOption = False,
     noise_floor: Annotated[
         float, typer.Option("--noise-floor", min=0.0, help="Smallest relative improvement.")
     ] = 0.01,
@@ -195,7 +204,12 @@ def learn_command(
     if device not in DEVICES:
         fail(f"--device must be one of {', '.join(DEVICES)}, not {device!r}")
     try:
-        objective_ = Objective(objective, noise_floor=noise_floor, cost_weight=cost_weight)
+        objective_ = Objective(
+            objective,
+            noise_floor=noise_floor,
+            cost_weight=cost_weight,
+            count_flagged=count_flagged,
+        )
         start_tree = resolve_tree(start).validate()
     except (ValueError, TreeError) as exc:
         fail(str(exc))
@@ -412,12 +426,13 @@ def _run(
 
 def _score_cells(score: TreeScore | None) -> list[str]:
     if score is None:
-        return ["-"] * 5
+        return ["-"] * 6
     return [
         f"{score.value:.4g}",
         f"{score.geomean_speedup:.3f}x",
         f"{score.fast_1:.0%}",
         f"{score.correct_rate:.0%}",
+        str(score.flagged),
         f"{score.mean_cost_s:.3g} s",
     ]
 
@@ -437,6 +452,7 @@ def _summary(result: LearnResult, console: Console) -> None:
         "geomean speedup",
         "fast_1",
         "correct",
+        "flagged",
         "profiling cost per problem",
     )
     cells = [

@@ -8,6 +8,11 @@ its real speedup (below 1.0x): the learner must see that a profile led the rewri
 ``fast_1`` (the share of problems correct and faster than eager) and the correctness rate are
 reported beside it and may be chosen as the objective instead.
 
+A flagged candidate (correct, but with a ``flag`` finding of the evaluator: work on a side
+stream, a fallback to the reference's ops, ...) is a suspected reward hack: it counts as a
+failure in the geomean, ``fast_1`` and ``fast_p`` (still correct in the correctness rate)
+unless ``Objective.count_flagged`` is set. ``Objective.counted_speedup`` is that one rule.
+
 Quality against profiling time: with ``cost_weight`` w (per second), the objective is
 multiplied by ``exp(-w * s)``, s being the tree's mean profiling seconds per problem. A tree
 that profiles 10 s longer must then be ``exp(10 w)`` times better (w = 0.01: about 10 % more
@@ -23,13 +28,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autoprofiler.evaluate.result import EvalResult
+    from autoprofiler.evaluate.result import EvalResult, Finding
     from autoprofiler.profile.base import Profile
     from autoprofiler.rewrite.base import Candidate
 
@@ -38,12 +43,28 @@ _EPSILON = 1e-12
 _FAILURE_CHARS = 300
 
 
+def flag_names(findings: Iterable[Finding]) -> tuple[str, ...]:
+    """The names of the findings that flag a candidate (severity ``flag``), each once."""
+    return tuple(dict.fromkeys(f.name for f in findings if f.severity == "flag"))
+
+
+def counted_speedup(
+    correct: bool, speedup: float | None, flagged: Sequence[str], count_flagged: bool = False
+) -> float | None:
+    """The speedup a verdict counts at in every score, or None when it counts as a failure:
+    not correct, not timed, or flagged (unless ``count_flagged``)."""
+    if not correct or speedup is None or speedup <= 0:
+        return None
+    return speedup if count_flagged or not flagged else None
+
+
 @dataclass(frozen=True)
 class ProblemOutcome:
     """What one tree gave one problem: the profile's cost, the candidate and its verdict.
 
     ``speedup`` is over eager PyTorch (None unless correct and timed). ``reference_spread`` and
     ``candidate_spread`` are the timings' interquartile ratios (p75/p25; None when untimed).
+    ``flagged`` names the evaluator's ``flag`` findings on the candidate.
     """
 
     problem: str
@@ -59,6 +80,7 @@ class ProblemOutcome:
     failure: str = ""
     reference_spread: float | None = None
     candidate_spread: float | None = None
+    flagged: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -93,7 +115,13 @@ class ProblemOutcome:
             failure=failure,
             reference_spread=result.reference.spread if result.reference else None,
             candidate_spread=result.candidate.spread if result.candidate else None,
+            flagged=flag_names(result.findings),
         )
+
+    @property
+    def is_flagged(self) -> bool:
+        """A flagged candidate: correct, with at least one flag finding."""
+        return self.correct and bool(self.flagged)
 
     @property
     def timing_noise(self) -> float | None:
@@ -112,6 +140,7 @@ class ProblemOutcome:
         data = asdict(self)
         data["groups"] = list(self.groups)
         data["skipped"] = list(self.skipped)
+        data["flagged"] = list(self.flagged)
         return data
 
     @classmethod
@@ -119,25 +148,42 @@ class ProblemOutcome:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["groups"] = tuple(known.get("groups", ()))
         known["skipped"] = tuple(known.get("skipped", ()))
+        known["flagged"] = tuple(known.get("flagged", ()))
         return cls(**known)
 
 
-def geomean_speedup(speedups: Sequence[float], outcomes: Sequence[ProblemOutcome]) -> float:
-    """Geometric mean of the speedups (failures already counted as the failure speedup)."""
-    return math.exp(statistics.fmean(math.log(s) for s in speedups))
+def geomean_speedup(objective: Objective, outcomes: Sequence[ProblemOutcome]) -> float:
+    """Geometric mean of the speedups each outcome counts for (``Objective.speedup``)."""
+    return math.exp(statistics.fmean(math.log(objective.speedup(o)) for o in outcomes))
 
 
-def fast_1(speedups: Sequence[float], outcomes: Sequence[ProblemOutcome]) -> float:
-    """Share of problems whose candidate is correct and faster than eager (KernelBench fast_1)."""
-    return statistics.fmean(o.correct and (o.speedup or 0.0) > 1.0 for o in outcomes)
+def fast_p(
+    outcomes: Sequence[ProblemOutcome], threshold: float, objective: Objective | None = None
+) -> float:
+    """KernelBench ``fast_p``: the share of problems whose counted speedup
+    (``Objective.counted_speedup``) is more than ``threshold`` times eager."""
+    objective = objective or Objective()
+    return statistics.fmean(
+        (s := objective.counted_speedup(o)) is not None and s > threshold for o in outcomes
+    )
 
 
-def correct_rate(speedups: Sequence[float], outcomes: Sequence[ProblemOutcome]) -> float:
-    """Share of problems whose candidate is correct."""
+def fast_1(objective: Objective, outcomes: Sequence[ProblemOutcome]) -> float:
+    """Share of problems whose candidate counts as faster than eager (KernelBench fast_1)."""
+    return fast_p(outcomes, 1.0, objective)
+
+
+def correct_rate(objective: Objective, outcomes: Sequence[ProblemOutcome]) -> float:
+    """Share of problems whose candidate is correct (flagged ones included)."""
     return statistics.fmean(o.correct for o in outcomes)
 
 
-ObjectiveFunction = Callable[[Sequence[float], Sequence[ProblemOutcome]], float]
+def flagged_count(outcomes: Iterable[ProblemOutcome]) -> int:
+    """How many outcomes are flagged candidates: correct, with at least one flag finding."""
+    return sum(o.is_flagged for o in outcomes)
+
+
+ObjectiveFunction = Callable[["Objective", Sequence[ProblemOutcome]], float]
 OBJECTIVES: Mapping[str, ObjectiveFunction] = MappingProxyType(
     {"geomean_speedup": geomean_speedup, "fast_1": fast_1, "correct_rate": correct_rate}
 )
@@ -167,9 +213,16 @@ class TreeScore:
     def problems(self) -> int:
         return len(self.outcomes)
 
+    @property
+    def flagged(self) -> int:
+        """How many outcomes are flagged (see ``flagged_count``)."""
+        return flagged_count(self.outcomes)
+
     def to_dict(self) -> dict[str, Any]:
+        """The fields (``profiles`` left out) and, for readers, the ``flagged`` count."""
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "profiles"}
         data["outcomes"] = [o.to_dict() for o in self.outcomes]
+        data["flagged"] = self.flagged
         return data
 
     @classmethod
@@ -179,11 +232,12 @@ class TreeScore:
         return cls(**known)
 
     def summary(self) -> str:
-        """One line: the objective and the reported metrics."""
+        """One line: the objective and the reported metrics (flagged candidates when any)."""
+        flagged = f", {self.flagged} flagged" if self.flagged else ""
         return (
             f"{self.objective} {self.value:.4g} (geomean {self.geomean_speedup:.3f}x, "
             f"fast_1 {self.fast_1:.0%}, correct {self.correct_rate:.0%}, "
-            f"cost {self.mean_cost_s:.3g} s/problem, {self.problems} problems)"
+            f"cost {self.mean_cost_s:.3g} s/problem, {self.problems} problems{flagged})"
         )
 
 
@@ -204,13 +258,14 @@ class Objective:
     problem counts as (1.0: the reference stays in place); ``noise_floor`` is the smallest
     relative margin an improvement must beat; ``cost_weight`` discounts the objective by
     ``exp(-cost_weight * mean profiling seconds per problem)`` (0: profiling time only breaks
-    ties).
+    ties); ``count_flagged`` counts a flagged candidate at its speedup instead of as a failure.
     """
 
     name: str = "geomean_speedup"
     failure_speedup: float = 1.0
     noise_floor: float = 0.01
     cost_weight: float = 0.0
+    count_flagged: bool = False
 
     def __post_init__(self) -> None:
         if self.name not in OBJECTIVES:
@@ -228,19 +283,26 @@ class Objective:
         return f"{self.name} x exp(-{self.cost_weight:g}/s)"
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings; ``cost_weight`` only when set, so that settings stored before it
-        existed still match."""
+        """The settings; ``cost_weight`` and ``count_flagged`` only when set, so that settings
+        stored before they existed still match."""
         data = asdict(self)
-        if not self.cost_weight:
-            del data["cost_weight"]
+        for name in ("cost_weight", "count_flagged"):
+            if not data[name]:
+                del data[name]
         return data
 
+    def counted_speedup(self, outcome: ProblemOutcome) -> float | None:
+        """``outcome``'s own speedup when it counts as one (see ``counted_speedup``), else
+        None."""
+        return counted_speedup(
+            outcome.correct, outcome.speedup, outcome.flagged, self.count_flagged
+        )
+
     def speedup(self, outcome: ProblemOutcome) -> float:
-        """The speedup ``outcome`` counts for: its own when correct and timed, else the
-        failure speedup."""
-        if outcome.correct and outcome.speedup is not None and outcome.speedup > 0:
-            return outcome.speedup
-        return self.failure_speedup
+        """The speedup ``outcome`` counts for: its own when it counts as one, else the failure
+        speedup."""
+        counted = self.counted_speedup(outcome)
+        return self.failure_speedup if counted is None else counted
 
     def score(
         self, outcomes: Sequence[ProblemOutcome], profiles: Mapping[str, Profile] | None = None
@@ -248,15 +310,14 @@ class Objective:
         """The score of a tree from its outcomes (at least one)."""
         if not outcomes:
             raise ValueError("a score needs at least one problem")
-        speedups = [self.speedup(o) for o in outcomes]
         costs = [o.cost_s for o in outcomes]
         discount = math.exp(-self.cost_weight * statistics.fmean(costs))
         return TreeScore(
             objective=self.label,
-            value=OBJECTIVES[self.name](speedups, outcomes) * discount,
-            geomean_speedup=geomean_speedup(speedups, outcomes),
-            fast_1=fast_1(speedups, outcomes),
-            correct_rate=correct_rate(speedups, outcomes),
+            value=OBJECTIVES[self.name](self, outcomes) * discount,
+            geomean_speedup=geomean_speedup(self, outcomes),
+            fast_1=fast_1(self, outcomes),
+            correct_rate=correct_rate(self, outcomes),
             mean_cost_s=statistics.fmean(costs),
             max_cost_s=max(costs),
             outcomes=tuple(outcomes),

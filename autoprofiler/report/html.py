@@ -15,9 +15,11 @@ from autoprofiler.report.tables import (
     COLUMNS,
     PARETO_COLUMNS,
     budget_title,
+    flagged_rule,
     pareto_rows,
     row_cells,
 )
+from autoprofiler.report.verdict import mark_flagged
 from autoprofiler.tree.export import export_svg
 from autoprofiler.tree.serialize import tree_from_dict
 
@@ -62,6 +64,7 @@ def _settings(bench: BenchResult) -> str:
         "evaluated on": f"{evaluation.get('device', '')} (configuration "
         f"{evaluation.get('config', '')})",
         "objective": str(spec.get("objective", {}).get("name", "")),
+        "flagged candidates": flagged_rule(bench.objective().count_flagged),
         "seed": str(spec.get("seed", "")),
         "training problems": ", ".join(bench.names.get(h, h) for h in bench.train),
         "test problems": ", ".join(bench.names.get(h, h) for h in bench.test),
@@ -131,6 +134,7 @@ def _outcome_rows(
     rows = []
     for outcome, metrics in zip(config.score.outcomes, config.metric_counts):
         speedup = "-" if outcome.speedup is None else f"{outcome.speedup:.3f}x"
+        speedup = mark_flagged(speedup, outcome.flagged if outcome.is_flagged else ())
         cells = [
             bench.names.get(outcome.problem_hash, outcome.problem),
             label,
@@ -188,8 +192,9 @@ FIGURES: tuple[tuple[str, Callable[[BenchResult], bytes], str, str], ...] = (
         "winners",
         plots.winners_heatmap,
         "per-problem winners",
-        "Each test problem's speedup over eager under each configuration (failures at "
-        "1.0x); framed cells are the best for that problem (within 1 %).",
+        "Each test problem's speedup over eager under each configuration (failures, and "
+        "flagged candidates unless counted, at 1.0x); framed cells are the best for that "
+        "problem (within 1 %).",
     ),
     (
         "learning",

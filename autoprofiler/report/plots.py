@@ -144,8 +144,8 @@ def winners(speedups: Sequence[Sequence[float]]) -> list[list[bool]]:
 
 
 def heatmap_data(bench: BenchResult) -> tuple[list[str], list[str], list[list[float]]]:
-    """(problem names, configuration labels, speedup over eager of each), failures at the
-    objective's failure speedup."""
+    """(problem names, configuration labels, speedup over eager of each), failures (and
+    flagged candidates, unless counted) at the objective's failure speedup."""
     objective = bench.objective()
     configs = [(c.name, c) for c in bench.fixed]
     configs += [(learned_label(b), b.learned) for b in bench.budgets]

@@ -13,6 +13,7 @@ COLUMNS = (
     "configuration",
     "fits budget",
     "correct",
+    "flagged",
     "fast_1",
     "fast_1.5",
     "geomean vs eager",
@@ -26,6 +27,7 @@ SHORT_COLUMNS = (
     "config",
     "fits",
     "correct",
+    "flagged",
     "fast_1",
     "fast_1.5",
     "×eager",
@@ -38,6 +40,12 @@ _LEGEND = (
     "×eager, ×compile: geomean speedup over eager and torch.compile; prof s: mean profiling "
     "seconds per problem; metrics: mean metrics per profile"
 )
+
+
+def flagged_rule(count_flagged: bool) -> str:
+    """How the tables count flagged candidates (``Objective.count_flagged``)."""
+    how = "at their speedups" if count_flagged else "as failures in fast_p and the geomeans"
+    return f"flagged: correct candidates with a flag finding, counted {how}"
 
 
 def _times(value: float | None) -> str:
@@ -65,6 +73,7 @@ def row_cells(row: TableRow) -> list[str]:
         row.name,
         "yes" if row.fits else "no",
         f"{summary.correct_rate:.0%}",
+        str(summary.flagged),
         f"{summary.fast_1:.0%}",
         f"{summary.fast_1_5:.0%}",
         _times(summary.geomean_speedup),
@@ -87,12 +96,13 @@ def bench_tables(bench: BenchResult) -> list[Table]:
     """One rich table per budget, its notes as a caption; rows that do not fit the budget are
     dimmed, the learned tree's is bold."""
     tables = []
+    rule = flagged_rule(bench.objective().count_flagged)
     for budget in bench.budgets:
         rows = bench.table(budget)
         notes = [f"{row.name}: {note}" for row in rows if (note := row_notes(row))]
         table = Table(
             title=budget_title(bench, budget),
-            caption="\n".join([*notes, _LEGEND]),
+            caption="\n".join([*notes, f"{_LEGEND}; {rule}"]),
             caption_justify="left",
             box=box.SIMPLE_HEAD,
             padding=(0, 0),

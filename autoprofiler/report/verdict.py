@@ -8,10 +8,47 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from autoprofiler.evaluate.result import EvalResult
+from autoprofiler.learn.objective import counted_speedup, flag_names
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
+
+
+def mark_flagged(speedup: str, flagged: Sequence[str]) -> str:
+    """``speedup`` as shown, marked with the names of its flag findings when there are any:
+    ``1.82x (flagged: side_channel)``."""
+    return f"{speedup} (flagged: {', '.join(flagged)})" if flagged else speedup
+
+
+def _flags(result: EvalResult | None) -> tuple[str, ...]:
+    """The flag findings' names of a correct ``result`` (a failure is not a flagged one)."""
+    return flag_names(result.findings) if result is not None and result.correct else ()
+
+
+def _speedup_cell(result: EvalResult) -> str:
+    """The speedup of ``result``, marked when the candidate is flagged."""
+    return mark_flagged(_ms(result.speedup), _flags(result))
+
+
+def _geomean_caption(
+    results: Sequence[EvalResult | None], count_flagged: bool, what: str = ""
+) -> str:
+    """``geomean speedup over eager 1.234 (failures and 1 flagged count 1.0)``: failures (None:
+    no candidate) and, unless ``count_flagged``, flagged candidates count 1.0."""
+    speedups = [
+        counted_speedup(r.correct, r.speedup, _flags(r), count_flagged) if r is not None else None
+        for r in results
+    ]
+    flagged = sum(bool(_flags(r)) for r in results)
+    if not flagged:
+        counts = "failures count 1.0"
+    elif count_flagged:
+        counts = f"failures count 1.0; {flagged} flagged counted at their speedups"
+    else:
+        counts = f"failures and {flagged} flagged count 1.0"
+    value = geomean([1.0 if s is None else s for s in speedups])
+    return f"geomean speedup{what} {value:.3f} ({counts})"
 
 
 def verdict_table(problem: str, candidate: str, result: EvalResult) -> Table:
@@ -32,7 +69,7 @@ def verdict_table(problem: str, candidate: str, result: EvalResult) -> Table:
         table.add_row("candidate median ms", _ms(result.candidate.median_ms))
     if result.compiled_reference:
         table.add_row("torch.compile median ms", _ms(result.compiled_reference.median_ms))
-    table.add_row("speedup over eager", _ms(result.speedup))
+    table.add_row("speedup over eager", _speedup_cell(result))
     for finding in result.findings:
         table.add_row(f"finding ({finding.severity})", f"{finding.name}: {finding.detail}")
     return table
@@ -42,8 +79,11 @@ def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def results_table(title: str, rows: Sequence[tuple[str, EvalResult]]) -> Table:
-    """One line per problem, and a geomean speedup (failures count 1.0)."""
+def results_table(
+    title: str, rows: Sequence[tuple[str, EvalResult]], count_flagged: bool = False
+) -> Table:
+    """One line per problem, and a geomean speedup (failures count 1.0, and so do flagged
+    candidates unless ``count_flagged``)."""
     table = Table(title=title)
     for column in ("problem", "verdict", "eager ms", "candidate ms", "speedup"):
         table.add_column(column)
@@ -56,38 +96,34 @@ def results_table(title: str, rows: Sequence[tuple[str, EvalResult]]) -> Table:
             verdict,
             _ms(result.reference.median_ms if result.reference else None),
             _ms(result.candidate.median_ms if result.candidate else None),
-            _ms(result.speedup),
+            _speedup_cell(result),
         )
-    speedups = [r.speedup if r.speedup else 1.0 for _, r in rows]
-    table.caption = f"geomean speedup {geomean(speedups):.3f} (failures count 1.0)"
+    table.caption = _geomean_caption([r for _, r in rows], count_flagged)
     return table
 
 
-def optimize_table(rows: Sequence[tuple]) -> Table:
-    """One line per optimized problem: profile, transformation, verdict, speedup, file."""
+def optimize_table(rows: Sequence[tuple], count_flagged: bool = False) -> Table:
+    """One line per optimized problem: profile, transformation, verdict, speedup, file; the
+    geomean counts failures, and flagged candidates unless ``count_flagged``, as 1.0."""
     table = Table(title="optimize")
     for column in ("problem", "profiled", "cost s", "rewrite", "verdict", "speedup", "candidate"):
         table.add_column(column)
-    speedups = []
     for problem, profile, candidate, written, result in rows:
         if result is None:
-            verdict, speedup = f"no candidate: {candidate.failure}", None
+            verdict, speedup = f"no candidate: {candidate.failure}", "-"
         else:
             verdict = "ok" if result.correct else result.failure_kind.value
-            speedup = result.speedup
-        speedups.append(speedup or 1.0)
+            speedup = _speedup_cell(result)
         table.add_row(
             problem.key,
             ", ".join(profile.groups) or "nothing",
             f"{profile.cost_s:.1f}",
             str(candidate.info.get("transformation", candidate.producer)),
             verdict,
-            _ms(speedup),
+            speedup,
             str(written or "-"),
         )
     timer = next((r.timer for *_, r in rows if r is not None), "")
-    table.caption = (
-        f"geomean speedup over eager {geomean(speedups):.3f} (failures count 1.0); "
-        f"timer: {timer or '-'}"
-    )
+    caption = _geomean_caption([r for *_, r in rows], count_flagged, " over eager")
+    table.caption = f"{caption}; timer: {timer or '-'}"
     return table

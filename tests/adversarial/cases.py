@@ -1,11 +1,15 @@
-"""The red-team cases: each file in ``candidates/`` is a known cheat against ``redteam_problem``.
+"""The red-team cases: each file in ``candidates/`` is a known cheat against a red-team problem.
 
 A case's module docstring is its specification: the first line names the trick, and these
 lines say what the evaluator must answer:
 
 - ``Verdict:`` ``correct`` or failure kinds joined by ``or`` (``wrong_values or cheat``);
-- ``Findings:`` finding names that must all be present (required when the verdict is
-  ``correct``: a cheat that passes must at least be flagged);
+- ``Findings:`` finding names that must all be present;
+- ``Speedup-at-most:`` a number: the result's ``speedup`` must be None (not correct, or not
+  timed) or at most this (a verdict of ``correct`` needs ``Findings:`` or this: a cheat that
+  passes must be flagged or show no more than an honest speed);
+- ``Problem:`` the problem file in ``tests/adversarial/`` it is judged against (default:
+  ``redteam_problem.py``);
 - ``Device: cuda`` for a GPU-only trick (default: cpu);
 - ``Gap:`` a trick the evaluator does not catch yet, and why (its test is an expected failure).
 """
@@ -13,6 +17,7 @@ lines say what the evaluator must answer:
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -22,7 +27,9 @@ from autoprofiler.evaluate import EvalConfig, EvalResult, FailureKind, evaluate
 from autoprofiler.problem import Problem, load_file
 
 HERE = Path(__file__).resolve().parent
-PROBLEM_PATH = HERE / "redteam_problem.py"
+DEFAULT_PROBLEM = "redteam_problem.py"
+PROBLEM_PATH = HERE / DEFAULT_PROBLEM
+FIELDS = ("Verdict", "Findings", "Speedup-at-most", "Problem", "Device", "Gap")
 CANDIDATES = HERE / "candidates"
 CORRECT = "correct"
 CONFIG = EvalConfig(
@@ -61,6 +68,8 @@ class Case:
     findings: frozenset[str]
     device: str = "cpu"
     gap: str = ""
+    speedup_at_most: float | None = None
+    problem: str = DEFAULT_PROBLEM
 
     def problems_with(self, result: EvalResult) -> list[str]:
         """What is wrong with ``result`` for this case (empty when it is as specified)."""
@@ -70,6 +79,9 @@ class Case:
         missing = self.findings - {f.name for f in result.findings}
         if missing:
             problems.append(f"findings {sorted(missing)} missing")
+        speedup, bound = result.speedup, self.speedup_at_most
+        if speedup is not None and bound is not None and speedup > bound:
+            problems.append(f"speedup {speedup:.3g}x above {bound:g}x")
         return problems
 
 
@@ -82,13 +94,37 @@ def _fields(docstring: str) -> dict[str, str]:
     fields = {}
     for line in docstring.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key in ("Verdict", "Findings", "Device", "Gap"):
+        if sep and key in FIELDS:
             fields[key] = value.strip()
     return fields
 
 
+def _speedup_bound(value: str | None) -> float | None:
+    """The ``Speedup-at-most:`` value: None when absent; a positive finite number otherwise."""
+    if value is None:
+        return None
+    try:
+        bound = float(value)
+    except ValueError:
+        bound = math.nan
+    if not (math.isfinite(bound) and bound > 0):
+        raise ValueError(f"'Speedup-at-most:' must be a positive number, not {value!r}")
+    return bound
+
+
+def _problem_name(value: str | None) -> str:
+    """The ``Problem:`` value: a ``.py`` file directly in ``tests/adversarial/``."""
+    if value is None:
+        return DEFAULT_PROBLEM
+    if Path(value).name != value or not value.endswith(".py") or not (HERE / value).is_file():
+        where = f"{HERE.parent.name}/{HERE.name}/"
+        raise ValueError(f"'Problem:' must name a .py file in {where}, not {value!r}")
+    return value
+
+
 def load_case(path: Path) -> Case:
-    """The case in ``path``; raises ``ValueError`` when its docstring does not specify one."""
+    """The case in ``path``; raises ``ValueError`` (one line) when its docstring does not
+    specify one."""
     source = path.read_text(encoding="utf-8")
     docstring = ast.get_docstring(ast.parse(source)) or ""
     fields = _fields(docstring)
@@ -97,8 +133,16 @@ def load_case(path: Path) -> Case:
     if not verdicts or not verdicts <= known:
         raise ValueError(f"{path.name}: 'Verdict:' must name {sorted(known)}")
     findings = frozenset(f.strip() for f in fields.get("Findings", "").split(",") if f.strip())
-    if CORRECT in verdicts and not findings:
-        raise ValueError(f"{path.name}: a cheat that passes must name the findings that flag it")
+    try:
+        speedup_at_most = _speedup_bound(fields.get("Speedup-at-most"))
+        problem = _problem_name(fields.get("Problem"))
+    except ValueError as exc:
+        raise ValueError(f"{path.name}: {exc}") from None
+    if CORRECT in verdicts and not findings and speedup_at_most is None:
+        raise ValueError(
+            f"{path.name}: a cheat that passes must name the findings that flag it"
+            " or a 'Speedup-at-most:'"
+        )
     return Case(
         name=path.stem,
         source=source,
@@ -107,6 +151,8 @@ def load_case(path: Path) -> Case:
         findings=findings,
         device=fields.get("Device", "cpu"),
         gap=fields.get("Gap", ""),
+        speedup_at_most=speedup_at_most,
+        problem=problem,
     )
 
 
@@ -114,19 +160,22 @@ def load_cases(folder: Path = CANDIDATES) -> list[Case]:
     return [load_case(path) for path in sorted(folder.glob("*.py"))]
 
 
-def redteam_problem() -> Problem:
-    return load_file(PROBLEM_PATH)
+def redteam_problem(name: str = DEFAULT_PROBLEM) -> Problem:
+    """The red-team problem in file ``name`` of ``tests/adversarial/``."""
+    return load_file(HERE / name)
 
 
 def evaluate_cases(
     cases: Iterable[Case], work_root: Path, device: str = "cpu", workers: int = 2
 ) -> dict[str, EvalResult]:
-    """Each case's result, evaluated in parallel workers (each evaluation is its own process)."""
-    problem = redteam_problem()
-    config = replace(CONFIG, device=device)
+    """Each case's result against its problem (each loaded once), evaluated in parallel
+    workers (each evaluation is its own process)."""
     cases = list(cases)
+    problems = {name: redteam_problem(name) for name in {case.problem for case in cases}}
+    config = replace(CONFIG, device=device)
+
+    def judge(case: Case) -> EvalResult:
+        return evaluate(problems[case.problem], case.source, config, work_root=work_root)
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(
-            lambda case: evaluate(problem, case.source, config, work_root=work_root), cases
-        )
-        return {case.name: result for case, result in zip(cases, results)}
+        return dict(zip((case.name for case in cases), pool.map(judge, cases)))

@@ -36,7 +36,7 @@ def names(source: str, reference: str | None = None) -> set[str]:
         ("from gc import get_objects\nget_objects()\n", "inspects_runtime"),
         ("import sys\nsys.modules['__main__']\n", "inspects_runtime"),
         ("def f(frame):\n    return frame.f_back\n", "inspects_runtime"),
-        ("import autoprofiler.evaluate.worker\n", "touches_evaluator"),
+        ("import autoprofiler.evaluate.candidate\n", "touches_evaluator"),
         ("open('job.json')\n", "touches_evaluator"),
         ("exec('x = 1')\n", "dynamic_code"),
         ("from threading import Thread\nThread(target=print).start()\n", "side_channel"),

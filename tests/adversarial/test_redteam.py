@@ -1,7 +1,8 @@
 """The red team: every known cheat in ``candidates/`` through the real ``evaluate()``.
 
 Each is rejected with the failure kind its docstring names, or passes only with the named
-findings that flag it. The CPU cases are evaluated once per module, two workers at a time.
+findings that flag it and no more speedup than its docstring allows. The CPU cases are
+evaluated once per module, two workers at a time.
 """
 
 from __future__ import annotations
@@ -52,5 +53,5 @@ def test_an_honest_candidate_passes_every_check(tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", [_param(case) for case in GPU_CASES])
 def test_gpu_cheat_is_rejected_or_flagged(case: Case, tmp_path: Path) -> None:
     config = replace(CONFIG, device="cuda")
-    result = evaluate(redteam_problem(), case.source, config, work_root=tmp_path)
+    result = evaluate(redteam_problem(case.problem), case.source, config, work_root=tmp_path)
     assert not case.problems_with(result), (case.problems_with(result), result.findings)

@@ -1,7 +1,10 @@
 """One real bench for the bench and report tests: four example problems (small size) with
 their real H200 recordings, the ``GatedRewriter`` of the learner's tests (the reference itself
 when the profile holds ``static.flops``, else a far slower correct candidate), two budgets, and
-every candidate and ``torch.compile`` baseline evaluated for real on the CPU.
+every candidate and ``torch.compile`` baseline evaluated for real on the CPU. The gated
+rewriter's candidates run the reference's own ops, which the evaluator flags on some problems
+(``same_op_as_reference``): the bench counts flagged candidates at their speedups
+(``--count-flagged``).
 
 Mounted by ``conftest.py`` in ``tests/bench`` and ``tests/report``; it runs once a session.
 """
@@ -15,8 +18,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from autoprofiler.bench import LEARNED, BenchResult, BudgetResult, ConfigScore
 from autoprofiler.cli import app
+from autoprofiler.learn import Objective, ProblemOutcome
 from autoprofiler.problem import load_problems
+from autoprofiler.tree.model import Node, ProfilingTree
+from autoprofiler.tree.serialize import tree_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "tests" / "data" / "recordings" / "examples_h200.jsonl.gz"
@@ -46,7 +53,7 @@ def bench_args(store: Path, problems: Path, *extra: str) -> list[str]:
         "bench", "--store", str(store), "--problems", str(problems), "--replay",
         "--recordings", str(RECORDINGS), "--test", ",".join(TEST), "--budgets", BUDGETS,
         "--rewriter", REWRITER, "--iterations", "2", "--edits-per-round", "3",
-        "--device", "cpu", "--seed", "0", *extra,
+        "--device", "cpu", "--seed", "0", "--count-flagged", *extra,
     ]  # fmt: skip
 
 
@@ -83,3 +90,41 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
         assert done.exit_code == 0, done.output
         _done.append(BenchRun(folder / "store.sqlite", problems, results, done.output))
     return _done[0]
+
+
+def flagged_bench(count_flagged: bool) -> BenchResult:
+    """A bench of one budget whose learned tree (collecting static) gave three test problems a
+    2.0x candidate, a 5.0x one flagged for ``side_channel``, and a failed one."""
+    outcomes = [
+        ProblemOutcome(
+            problem=name,
+            problem_hash=name,
+            profile_hash="p",
+            groups=("static",),
+            skipped=(),
+            cost_s=1.0,
+            correct=speedup is not None,
+            speedup=speedup,
+            failure="" if speedup is not None else "wrong_values: off by one",
+            flagged=flagged,
+        )
+        for name, speedup, flagged in (
+            ("a", 2.0, ()),
+            ("b", 5.0, ("side_channel",)),
+            ("c", None, ()),
+        )
+    ]
+    objective = Objective(count_flagged=count_flagged)
+    score = objective.score(outcomes)
+    tree = tree_to_dict(ProfilingTree(Node("n0", ("static",))))
+    learned = ConfigScore(LEARNED, tree, 5.0, score, (1, 1, 1))
+    return BenchResult(
+        name="flagged",
+        spec={"objective": objective.to_dict()},
+        names={},
+        train=(),
+        test=("a", "b", "c"),
+        compile_baselines={},
+        fixed=(),
+        budgets=(BudgetResult(5.0, "flagged/budget=5", learned, score, score, (), "patience"),),
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -64,6 +65,37 @@ def test_every_configuration_is_scored_on_the_test_problems_per_budget(
     )
     with Store(bench_run.store) as store:
         assert StudyStorage(store).get("bench/budget=5") is not None
+    # The rule for flagged candidates is recorded: this bench counts them (15_max_pool's
+    # candidates run the reference's own op, flagged same_op_as_reference).
+    data = bench_run.results_data()
+    assert data["count_flagged"] is True and data["spec"]["objective"]["count_flagged"] is True
+    assert all(s.flagged == 1 for table in rows.values() for *_, s in table)
+    assert "counted at their speedups" in " ".join(bench_run.output.split())
+
+
+def test_without_count_flagged_flagged_candidates_count_as_failures(
+    bench_run: BenchRun, tmp_path: Path
+) -> None:
+    store = Path(shutil.copy(bench_run.store, tmp_path / "store.sqlite"))
+    strict = [a for a in bench_args(store, bench_run.problems) if a != "--count-flagged"]
+    done = invoke(strict)
+    assert done.exit_code == 2
+    assert "bench 'bench' was run with a different objective" in " ".join(done.output.split())
+    out = tmp_path / "strict.json"
+    done = invoke([*strict, "--name", "strict", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "counted as failures" in " ".join(done.output.split())
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["count_flagged"] is False and "count_flagged" not in data["spec"]["objective"]
+    counted = tables(BenchResult.from_dict(bench_run.results_data()))["5 s"]
+    result = BenchResult.from_dict(data)
+    for (name, _, summary), (_, _, before) in zip(tables(result)["5 s"][:-1], counted):
+        config = next(c for c in result.fixed if c.name == name)
+        # The flagged 15_max_pool counts 1.0x; 12_transpose_copy its own speedup.
+        (plain,) = [o.speedup for o in config.score.outcomes if not o.flagged]
+        assert summary.flagged == 1 and summary.correct_rate == before.correct_rate == 1.0
+        assert summary.geomean_speedup == pytest.approx(math.sqrt(plain)), name
+        assert summary.fast_1 == (0.5 if plain > 1 else 0.0), name
 
 
 def test_a_rerun_skips_finished_work_and_adds_a_budget(bench_run: BenchRun, tmp_path: Path) -> None:
@@ -178,7 +210,7 @@ def test_learn_and_optimize_replay_recorded_evaluations(
         "--problems", str(bench_run.problems), "--recordings", str(RECORDINGS),
         "--evaluations", str(exported), "--train", "05_elementwise_chain,09_reduction",
         "--budget", "5", "--rewriter", REWRITER, "--iterations", "2", "--edits-per-round", "3",
-        "--device", "cpu",
+        "--device", "cpu", "--count-flagged",
     ]  # fmt: skip
     done = invoke(learn, tmp_path / "home")
     assert done.exit_code == 0, done.output

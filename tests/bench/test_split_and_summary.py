@@ -3,6 +3,7 @@ and the Pareto front of learned trees (on outcomes written by hand; no evaluatio
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -20,9 +21,10 @@ from autoprofiler.bench import (
 )
 from autoprofiler.learn import Objective, ProblemOutcome
 from autoprofiler.problem import Problem
-from autoprofiler.report.tables import pareto_rows
+from autoprofiler.report.tables import COLUMNS, bench_tables, pareto_rows, row_cells
 from autoprofiler.tree.model import Node, ProfilingTree
 from autoprofiler.tree.serialize import tree_to_dict
+from tests.bench.fixtures import ROOT, flagged_bench
 
 
 def problem(name: str, level: int | None) -> Problem:
@@ -163,3 +165,39 @@ def test_a_row_counts_failures_as_eager_against_eager_and_torch_compile() -> Non
     assert summary.incomplete == 1 and summary.not_recorded == 0
     assert config.fits(8.0) and not config.fits(7.9) and config.fits(None)
     assert summarize(config, {"a": compiled["a"]}).vs_compile is None
+
+
+def test_a_flagged_candidate_is_counted_and_shown_but_not_as_a_speedup_unless_asked() -> None:
+    bench = flagged_bench(count_flagged=False)
+    (row,) = bench.table(bench.budgets[0])
+    summary = row.summary
+    assert summary.flagged == 1 and summary.correct_rate == pytest.approx(2 / 3)
+    assert summary.fast_1 == pytest.approx(1 / 3) and summary.fast_1_5 == pytest.approx(1 / 3)
+    assert summary.geomean_speedup == pytest.approx(2.0 ** (1 / 3))
+    cells = dict(zip(COLUMNS, row_cells(row)))
+    assert cells["flagged"] == "1" and cells["fast_1"] == "33%"
+    (table,) = bench_tables(bench)
+    assert "flagged" in [c.header for c in table.columns]
+    assert "counted as failures" in str(table.caption)
+
+    counted = flagged_bench(count_flagged=True)
+    summary = counted.table(counted.budgets[0])[0].summary
+    assert summary.flagged == 1 and summary.fast_1_5 == pytest.approx(2 / 3)
+    assert summary.geomean_speedup == pytest.approx(10.0 ** (1 / 3))
+    assert "counted at their speedups" in str(bench_tables(counted)[0].caption)
+
+
+def test_the_results_json_records_the_flagged_rule_and_old_results_load_without_it() -> None:
+    for count_flagged in (False, True):
+        data = flagged_bench(count_flagged).to_dict()
+        assert data["count_flagged"] is count_flagged
+        assert data["budgets"][0]["learned"]["score"]["flagged"] == 1
+        assert BenchResult.from_dict(data).objective().count_flagged is count_flagged
+    old = json.loads((ROOT / "docs/results/data/reproduction_h200.json").read_text("utf-8"))
+    assert "count_flagged" not in json.dumps(old)  # written before the rule existed
+    bench = BenchResult.from_dict(old)
+    assert bench.objective().count_flagged is False
+    for budget in bench.budgets:
+        for row in bench.table(budget):
+            assert row.summary.flagged == 0
+            assert row.summary.geomean_speedup == pytest.approx(row.config.score.geomean_speedup)

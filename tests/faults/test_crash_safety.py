@@ -347,7 +347,7 @@ def _workers(parent: int) -> list[int]:
             except OSError:
                 continue
             child = int(stat.rsplit(")", 1)[1].split()[1]) == parent
-            if child and b"autoprofiler.evaluate.worker" in command:
+            if child and b"autoprofiler.evaluate.candidate" in command:
                 found.append(int(entry.name))
     return found
 

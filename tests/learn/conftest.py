@@ -80,13 +80,18 @@ def make_scorer(
     budget_s: float | None = BUDGET_S,
     objective: Objective | None = None,
 ) -> TreeScorer:
-    """A scorer over the recordings, evaluating on the CPU like the CLI does."""
+    """A scorer over the recordings, evaluating on the CPU like the CLI does.
+
+    The gated rewriter's candidates run the reference's own ops, which the evaluator flags
+    (``same_op_as_reference``): by default the scorer counts flagged candidates at their
+    speedups, or every tree would score the failure speedup.
+    """
     return TreeScorer(
         RecordedProfiler(store, DEVICE),
         rewriter or GatedRewriter(),
         store,
         budget_s=budget_s,
-        objective=objective,
+        objective=objective or Objective(count_flagged=True),
         eval_config=EVAL_CONFIG,
         context=CONTEXT,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def learn_args(store: Path, problems: Path, study: str) -> list[str]:
         "--recordings", str(RECORDINGS), "--train", "2", "--budget", "20",
         "--rewriter", "tests.learn.gated_rewriter:slow_to_rewrite", "--proposer", "search",
         "--iterations", "3", "--patience", "3", "--edits-per-round", "3", "--device", "cpu",
-        "--seed", "0",
+        "--seed", "0", "--count-flagged",  # the gated rewriter's candidates are flagged
     ]  # fmt: skip
 
 
@@ -129,3 +130,27 @@ def test_a_heavy_cost_weight_learns_a_tree_that_profiles_nothing(
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text(encoding="utf-8"))["root"]["collect"] == []
     assert "exp(-10000/s)" in " ".join(result.output.split())
+
+
+def test_count_flagged_reaches_the_studys_objective(
+    cli: typer.Typer, store_path: Path, train: list[Problem], tmp_path: Path
+) -> None:
+    """Every candidate of the gated rewriter is flagged (``same_op_as_reference``) on these
+    problems: by default they count as failures (1.0x, where the start tree's slow candidates
+    are far slower), and the summary says how many were flagged."""
+    problems = write_jsonl(tmp_path / "problems.jsonl", train)
+    args = learn_args(store_path, problems, "")
+    args[args.index("--rewriter") + 1] = "tests.learn.gated_rewriter:GatedRewriter"
+    args[args.index("--iterations") + 1] = "0"
+    args.remove("--count-flagged")
+    geomeans = {"strict": r"1\.000x", "counted": r"0\.\d+x"}
+    for study, extra in (("strict", []), ("counted", ["--count-flagged"])):
+        args[args.index("--study") + 1] = study
+        result = CliRunner().invoke(cli, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        assert re.search(r"flagged\W+2\W+2\W", result.output), result.output
+        assert re.search(rf"geomean\s+│\s+{geomeans[study]}", result.output), result.output
+    with Store(store_path) as store:
+        strict, counted = (StudyStorage(store).get(name) for name in ("strict", "counted"))
+    assert strict is not None and "count_flagged" not in strict.objective
+    assert counted is not None and counted.objective["count_flagged"] is True

@@ -6,7 +6,10 @@ import math
 
 import pytest
 
+from autoprofiler.evaluate.result import EvalResult, Finding, TimingStats
 from autoprofiler.learn import Objective, ProblemOutcome, TreeScore, judge, noise_margin
+from autoprofiler.profile.base import Profile
+from autoprofiler.rewrite.base import Candidate
 
 
 def outcome(
@@ -16,8 +19,9 @@ def outcome(
     candidate: str = "",
     cost_s: float = 1.0,
     spread: float = 1.0,
+    flagged: tuple[str, ...] = (),
 ) -> ProblemOutcome:
-    """A correct outcome timed at ``speedup`` (a failure when None)."""
+    """A correct outcome timed at ``speedup`` (a failure when None), with ``flagged`` findings."""
     timed = speedup is not None
     return ProblemOutcome(
         problem=name,
@@ -32,6 +36,7 @@ def outcome(
         failure="" if timed else "wrong_values: mismatch",
         reference_spread=spread if timed else None,
         candidate_spread=spread if timed else None,
+        flagged=flagged,
     )
 
 
@@ -115,3 +120,80 @@ def test_a_cost_weight_discounts_the_objective_by_the_profiling_seconds() -> Non
     for bad in (-0.1, math.inf):
         with pytest.raises(ValueError, match="cost weight"):
             Objective(cost_weight=bad)
+
+
+def _flagged_outcomes() -> list[ProblemOutcome]:
+    """Speedups 2.0 and 5.0 (flagged: side_channel) and a failure."""
+    return [
+        outcome("a", 2.0),
+        outcome("b", 5.0, flagged=("side_channel",)),
+        outcome("c", None),
+    ]
+
+
+def test_a_flagged_candidate_counts_as_a_failure_unless_count_flagged() -> None:
+    outcomes = _flagged_outcomes()
+    flagged = outcomes[1]
+    strict = Objective(failure_speedup=0.5)
+    lenient = Objective(failure_speedup=0.5, count_flagged=True)
+    assert strict.speedup(flagged) == 0.5 and strict.counted_speedup(flagged) is None
+    assert lenient.speedup(flagged) == 5.0
+    score = strict.score(outcomes)
+    assert score.value == pytest.approx((2.0 * 0.5 * 0.5) ** (1 / 3))
+    assert score.geomean_speedup == pytest.approx((2.0 * 0.5 * 0.5) ** (1 / 3))
+    assert score.fast_1 == pytest.approx(1 / 3)
+    assert score.correct_rate == pytest.approx(2 / 3)  # still correct
+    assert score.flagged == 1 and "1 flagged" in score.summary()
+    counted = lenient.score(outcomes)
+    assert counted.value == pytest.approx((2.0 * 5.0 * 0.5) ** (1 / 3))
+    assert counted.fast_1 == pytest.approx(2 / 3) and counted.correct_rate == pytest.approx(2 / 3)
+    assert Objective("fast_1").score(outcomes).value == pytest.approx(1 / 3)
+    assert Objective("fast_1", count_flagged=True).score(outcomes).value == pytest.approx(2 / 3)
+    # A failure's flags do not make it a flagged candidate.
+    assert Objective().score([outcome("d", None, flagged=("side_channel",))]).flagged == 0
+
+
+def test_count_flagged_is_a_setting_stored_only_when_set() -> None:
+    assert "count_flagged" not in Objective().to_dict()  # settings stored before it still match
+    lenient = Objective(count_flagged=True)
+    assert lenient.to_dict()["count_flagged"] is True
+    assert Objective(**lenient.to_dict()) == lenient
+
+
+def test_an_outcome_names_the_flag_findings_of_its_evaluation() -> None:
+    timing = TimingStats(2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 5, "perf_counter")
+    result = EvalResult(
+        problem_hash="h",
+        candidate_hash="c",
+        correct=True,
+        reference=timing,
+        candidate=TimingStats(1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 5, "perf_counter"),
+        findings=[
+            Finding("side_channel", "work on a side stream"),
+            Finding("patched_timer", "replaced torch.cuda.Event", "reject"),
+            Finding("fallback_path", "try/except to the reference's ops"),
+        ],
+    )
+    profile = Profile(problem_hash="h", groups=["static"], cost_s=0.2)
+    candidate = Candidate(source="class ModelNew: ...", producer="test")
+    made = ProblemOutcome.of("p", profile, candidate, result)
+    assert made.flagged == ("side_channel", "fallback_path")
+    assert made.is_flagged and made.speedup == pytest.approx(2.0)
+    assert Objective().speedup(made) == 1.0
+    result.apply_rejections()  # the reject finding fails it: no longer a flagged candidate
+    rejected = ProblemOutcome.of("p", profile, candidate, result)
+    assert rejected.flagged == ("side_channel", "fallback_path") and not rejected.is_flagged
+    assert ProblemOutcome.of("p", profile, candidate, None).flagged == ()
+
+
+def test_flags_round_trip_and_outcomes_stored_before_them_load() -> None:
+    flagged = outcome("b", 5.0, flagged=("side_channel",))
+    data = flagged.to_dict()
+    assert data["flagged"] == ["side_channel"]
+    assert ProblemOutcome.from_dict(data) == flagged
+    del data["flagged"]
+    old = ProblemOutcome.from_dict(data)
+    assert old.flagged == () and Objective().speedup(old) == 5.0
+    score = Objective().score(_flagged_outcomes())
+    assert TreeScore.from_dict(score.to_dict()) == score
+    assert score.to_dict()["flagged"] == 1

@@ -9,13 +9,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from autoprofiler.bench import BenchResult
+from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
 from autoprofiler.learn import StudyStorage
+from autoprofiler.problem import Problem
+from autoprofiler.profile.base import Profile
+from autoprofiler.report.html import render_report
 from autoprofiler.report.load import load_benches
 from autoprofiler.report.plots import heatmap_data, pareto_front, winners
+from autoprofiler.report.verdict import optimize_table, results_table, verdict_table
+from autoprofiler.rewrite.base import Candidate
 from autoprofiler.store import Store
-from tests.bench.fixtures import BenchRun, invoke
+from tests.bench.fixtures import BenchRun, flagged_bench, invoke
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = (
@@ -50,6 +57,8 @@ def test_the_page_holds_the_tables_plots_and_trees_and_fetches_nothing(page: str
     for name in ("none", "static", "SpeedOfLight", "basic", "detailed", "full", "curated24"):
         assert f"<td>{name}</td>" in page
     assert page.count("<table>") == 3  # a table per budget, and the per-problem outcomes
+    assert page.count("<th>flagged</th>") == 2 and "counted at their speedups" in page
+    assert "x (flagged: same_op_as_reference)</td>" in page  # 15_max_pool's candidates
     assert "over budget (up to" in page and "12_transpose_copy" in page
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 4
@@ -168,3 +177,61 @@ def test_the_heatmap_has_a_row_per_test_problem(bench_run: BenchRun) -> None:
     assert problems == ["12_transpose_copy", "15_max_pool"]
     assert labels[-2:] == ["learned @ 5 s", "learned @ 20 s"] and len(labels) == 9
     assert all(len(row) == 9 for row in speedups)
+
+
+def test_the_page_counts_and_marks_flagged_candidates() -> None:
+    page = render_report([flagged_bench(count_flagged=False)])
+    header = re.findall(r"<th>(.*?)</th>", page)
+    row = re.findall(r"<td>(.*?)</td>", page.split('<tr class="learned">')[1].split("</tr>")[0])
+    assert dict(zip(header, row))["flagged"] == "1"
+    assert "<td>5.000x (flagged: side_channel)</td>" in page
+    assert "counted as failures in fast_p and the geomeans" in page
+    assert "counted at their speedups" in render_report([flagged_bench(count_flagged=True)])
+
+
+def _timing(median_ms: float) -> TimingStats:
+    return TimingStats(median_ms, median_ms, median_ms, median_ms, median_ms, median_ms, 5, "t")
+
+
+def _result(candidate_ms: float | None, *findings: Finding) -> EvalResult:
+    """Eager at 4 ms, the candidate at ``candidate_ms`` (None: wrong values)."""
+    if candidate_ms is None:
+        return EvalResult("h", "c", failure_kind=FailureKind.WRONG_VALUES, reference=_timing(4))
+    return EvalResult(
+        "h",
+        "c",
+        correct=True,
+        reference=_timing(4.0),
+        candidate=_timing(candidate_ms),
+        findings=list(findings),
+    )
+
+
+def _text(table: object) -> str:
+    console = Console(record=True, width=200)
+    console.print(table)
+    return console.export_text()
+
+
+def test_verdict_tables_mark_flagged_rows_and_leave_them_out_of_the_geomean() -> None:
+    side = Finding("side_channel", "work on a side stream")
+    rows = [
+        ("fast", _result(1.0)),  # 4x
+        ("flagged", _result(0.5, side, Finding("fallback_path", "try/except"))),  # 8x
+        ("wrong", _result(None, side)),  # a failure, not a flagged candidate
+    ]
+    shown = _text(results_table("t", rows))
+    assert shown.count("8 (flagged: side_channel, fallback_path)") == 1
+    assert shown.count("(flagged:") == 1
+    assert "geomean speedup 1.587 (failures and 1 flagged count 1.0)" in shown  # 4^(1/3)
+    shown = _text(results_table("t", rows, count_flagged=True))
+    assert "geomean speedup 3.175 (failures count 1.0; 1 flagged counted" in shown  # 32^(1/3)
+    assert "8 (flagged: side_channel, fallback_path)" in _text(verdict_table("p", "c", rows[1][1]))
+
+    problem = Problem(name="p", source="# p\n", origin="<test>")
+    profile = Profile(problem_hash="h", groups=["static"])
+    candidate = Candidate(source="# c\n", producer="rules")
+    optimized = [(problem, profile, candidate, None, r) for _, r in rows[:2]]
+    shown = _text(optimize_table([*optimized, (problem, profile, candidate, None, None)]))
+    assert "8 (flagged: side_channel, fallback_path)" in shown
+    assert "geomean speedup over eager 1.587 (failures and 1 flagged count 1.0)" in shown

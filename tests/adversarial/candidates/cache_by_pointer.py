@@ -3,10 +3,11 @@
 Trick: the timing loop passes the same tensor on every call, so a cache keyed by its address
 makes every timed call after the first a lookup, while fresh tensors in the correctness trials
 still get computed.
-Caught: the re-check after timing refills the very tensors that were timed with fresh values;
-the cache answers with the output of the old values (or a later trial, the one at a second
-input shape included, gets a freed address back and the cache answers with a stale output).
-Verdict: cheat or wrong_values or wrong_shape
+Caught: every timed call gets a tensor of its own, and the outputs of the timed calls are
+checked by trusted code; a freed address given back to a later tensor makes the cache answer
+with a stale, wrong output.
+Verdict: cheat or wrong_values or wrong_shape or correct
+Speedup-at-most: 1.5
 """
 
 import torch

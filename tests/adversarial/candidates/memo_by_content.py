@@ -1,12 +1,11 @@
 """Memoising on the input's values.
 
-Trick: key a cache on a checksum of the input's values; the timing loop repeats the same
-inputs, so every timed call after the first is a lookup, while any new values (every
-correctness trial, the re-check) are computed honestly and come out right.
-Caught: after the re-check the candidate is called once more on the same values, its output
-of the re-check overwritten with NaN in between; the cache hands back that very tensor.
-(Handing back a copy is not caught: ``memo_by_content_copy``.)
-Verdict: cheat
+Trick: key a cache on a checksum of the input's values, so that a timing loop that repeats
+its inputs makes every timed call after the first a lookup.
+Caught: every timed call gets an input it has not seen, so the cache never answers; the
+candidate pays for its checksums and shows no speedup.
+Verdict: correct or cheat
+Speedup-at-most: 1.5
 """
 
 import torch

@@ -1,13 +1,11 @@
 """Memoising on the input's values, handing back copies: a known gap.
 
 Trick: as ``memo_by_content``, keyed on a hash of the input's bytes, but every call returns a
-copy of the remembered output, so that overwriting what it returned does not reach the cache;
-the timing loop repeats the same inputs, so every timed call after the first is a lookup and a
-copy.
-Caught: not yet. The timed calls repeat identical inputs, as in KernelBench and Triton's
-do_bench; catching this needs new values on every timed call (docs/SECURITY.md).
-Verdict: cheat
-Gap: timing repeats identical inputs; a cache keyed on their values handing back copies
+copy of the remembered output, so that overwriting what it returned does not reach the cache.
+Caught: once a gap (timing repeated identical inputs); now every timed call gets an input it
+has not seen, so the cache never answers and the candidate shows no speedup.
+Verdict: correct or cheat
+Speedup-at-most: 1.5
 """
 
 import hashlib

@@ -4,10 +4,9 @@ Trick: an evaluator with seed 42 checks seeds 43..47, times on seed 43 and re-ch
 1042 (as this one once did). Compute those outputs in ``__init__`` (untimed) and answer every
 call from the table, keyed by the first input value, with no work at all; shapes it does not
 know are computed honestly.
-Caught: timing and the re-check use seeds drawn at run time; the re-check misses the table
-and gets the nearest entry, a wrong answer. (With an honest fallback instead, the trick gains
-nothing: the timed inputs are never in the table.)
-Verdict: cheat
+Caught: every seed (correctness, timing, second shape) is drawn at run time by the trusted side,
+so the table never answers; a miss gets the nearest entry, a wrong answer.
+Verdict: cheat or wrong_values
 """
 
 import torch

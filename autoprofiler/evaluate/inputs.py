@@ -1,0 +1,119 @@
+"""Trial inputs made from seeds, and outputs handed across the trust boundary as files.
+
+Both sides make a trial's inputs the same way from its seed (:func:`make_inputs`), so the
+trusted reference process recomputes what the candidate was given without receiving anything
+from the candidate's process. The candidate's process writes each output it is judged on with
+:func:`save_outputs`; the trusted side reads it with :func:`load_outputs`, through
+``torch.load(weights_only=True)``: plain tensors and containers only, no code of the writer's
+choosing runs.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autoprofiler.evaluate.shapes import OtherShape
+
+SEED_MODULUS = 2**62
+
+
+@dataclass(frozen=True)
+class TrialSeeds:
+    """The seeds of one evaluation, drawn by the trusted side at run time.
+
+    ``correctness`` seeds the correctness trials, ``timing`` the pool of timed inputs (input
+    ``j`` of the pool from :meth:`pool_seed`), ``other_shape`` the trial at a second shape.
+    The candidate's process learns ``timing`` only when its timing phase starts.
+    """
+
+    correctness: tuple[int, ...]
+    timing: int
+    other_shape: int
+
+    def pool_seed(self, index: int) -> int:
+        """The seed of the ``index``-th input of the timing pool (all distinct)."""
+        return (self.timing + 1_000_003 * (index + 1)) % SEED_MODULUS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "correctness": list(self.correctness),
+            "timing": self.timing,
+            "other_shape": self.other_shape,
+        }
+
+
+def flatten(value: Any) -> list[Any]:
+    """The leaves of nested lists and tuples, in order."""
+    if isinstance(value, (list, tuple)):
+        return [item for part in value for item in flatten(part)]
+    return [value]
+
+
+def make_inputs(
+    module: types.ModuleType, seed: int, device: torch.device, shape: OtherShape | None = None
+) -> list[Any]:
+    """The problem's ``get_inputs()`` (or ``shape``'s inputs) under ``seed``, on ``device``."""
+    torch.manual_seed(seed)
+    with torch.device(device):
+        values = shape.inputs(module) if shape is not None else list(module.get_inputs())
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def clone_inputs(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def nbytes(values: list[Any]) -> int:
+    """Bytes held by the tensors among ``values`` (nested outputs flattened)."""
+    return sum(v.numel() * v.element_size() for v in flatten(values) if torch.is_tensor(v))
+
+
+class OutputError(ValueError):
+    """An output that cannot be handed over (not a plain tensor, or an unreadable file);
+    ``cheat`` when it is a tensor subclass (a lazy tensor that computes when read)."""
+
+    def __init__(self, message: str, cheat: bool = False) -> None:
+        super().__init__(message)
+        self.cheat = cheat
+
+
+def save_outputs(value: Any, path: Path) -> None:
+    """Write the forward's output (flattened, on the host) to ``path``.
+
+    Raises :class:`OutputError` for a leaf that is not a plain ``torch.Tensor`` or number.
+    """
+    leaves = []
+    for index, leaf in enumerate(flatten(value)):
+        if isinstance(leaf, torch.Tensor):
+            if type(leaf) is not torch.Tensor and not isinstance(leaf, torch.nn.Parameter):
+                message = f"output {index} is a tensor subclass {type(leaf).__name__}"
+                raise OutputError(message, cheat=True)
+            leaves.append(leaf.detach().cpu())  # a view keeps its strides (no huge copies)
+        elif isinstance(leaf, (bool, int, float)):
+            leaves.append(leaf)
+        else:
+            raise OutputError(f"output {index} is {type(leaf).__name__}, not a tensor")
+    tmp = path.with_suffix(".tmp")
+    torch.save(leaves, tmp)
+    tmp.replace(path)
+
+
+def load_outputs(path: Path, device: torch.device) -> list[Any]:
+    """The leaves written by :func:`save_outputs`, on ``device``; :class:`OutputError` when the
+    file is missing, unreadable or holds anything but plain tensors and numbers."""
+    try:
+        leaves = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise OutputError(f"no output was handed over ({path.name})") from None
+    except Exception as exc:  # weights_only refuses anything but plain data
+        raise OutputError(f"unreadable output {path.name}: {type(exc).__name__}") from None
+    if not isinstance(leaves, list) or not all(
+        type(leaf) is torch.Tensor or type(leaf) in (bool, int, float) for leaf in leaves
+    ):
+        raise OutputError(f"output file {path.name} holds something other than tensors")
+    return leaves

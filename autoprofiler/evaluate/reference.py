@@ -1,0 +1,321 @@
+"""The trusted reference process: builds the problem's ``Model``, times it, and judges outputs.
+
+It never imports candidate code. :class:`ReferenceProcess` (used by the runner) starts
+``python -m autoprofiler.evaluate.reference`` once per (problem, device, settings) and keeps it
+warm across candidates. It answers JSON requests, one per line:
+
+- ``time``: the reference (``kind: "eager"``) or ``torch.compile`` of it (``"compile"``) through
+  the same timing loop as the candidate (:func:`~autoprofiler.evaluate.timing.run_timing_loop`),
+  with the settings it ran under;
+- ``judge``: for each item (a seed, optionally the second shape, and the path of an output file
+  the candidate's process wrote), the reference's output on the inputs made from that seed,
+  compared with the file by :func:`~autoprofiler.evaluate.compare.compare_outputs`; and whether
+  the candidate returned the same output for the correctness trials' different inputs.
+
+The reference's outputs never leave this process and never touch the disk.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import itertools
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+START_TIMEOUT_S = 600.0
+
+
+class ReferenceError(RuntimeError):
+    """The reference could not be built, timed or run; the message is one line."""
+
+
+# --- the server (trusted process) ------------------------------------------------------------
+
+
+class _Server:
+    """The problem's reference model, built once, and the requests it answers."""
+
+    def __init__(self, job: dict) -> None:
+        import torch
+
+        from autoprofiler.evaluate.config import EvalConfig
+        from autoprofiler.problem import exec_problem_source
+
+        self.torch = torch
+        self.config = EvalConfig.from_dict(job["config"])
+        wanted = self.config.device
+        if wanted == "auto":
+            wanted = "cuda" if torch.cuda.is_available() else "cpu"
+        if wanted.startswith("cuda") and not torch.cuda.is_available():
+            raise ReferenceError("device cuda asked for, none visible")
+        self.device = torch.device(wanted)
+        self.module = exec_problem_source(job["problem_source"], "autoprofiler_reference")
+        init_inputs = list(getattr(self.module, "get_init_inputs", list)())
+        with torch.device(self.device):
+            torch.manual_seed(self.config.seed)
+            self.model = self.module.Model(*init_inputs).to(self.device).eval()
+        self.compiled: Any = None
+
+    def label(self) -> str:
+        if self.device.type == "cuda":
+            return f"cuda:{self.torch.cuda.get_device_name(self.device)}"
+        return "cpu"
+
+    def _release(self) -> None:
+        gc.collect()
+        if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+
+    def time(self, request: dict) -> dict:
+        from autoprofiler.evaluate.inputs import TrialSeeds, make_inputs
+        from autoprofiler.evaluate.settings import speed_settings
+        from autoprofiler.evaluate.timing import LoopSettings, pool_budget_bytes, run_timing_loop
+
+        fn = self.model
+        if request["kind"] == "compile":
+            if self.compiled is None:
+                self.compiled = self.torch.compile(self.model)
+            fn = self.compiled
+        seeds = TrialSeeds((), int(request["seed"]), 0)
+        settings = LoopSettings(**request["loop"])
+        with self.torch.no_grad():
+            record, _ = run_timing_loop(
+                fn,
+                lambda j: make_inputs(self.module, seeds.pool_seed(j), self.device),
+                self.device,
+                settings,
+                pool_budget_bytes(self.device),
+                keep_outputs=True,  # as the candidate's loop does: the same memory and copies
+            )
+        self._release()
+        return {
+            "record": record.to_dict(),
+            "settings": speed_settings(load_inductor=True),
+        }
+
+    def _reference_output(self, item: dict) -> list[Any] | None:
+        """The reference's flattened output for ``item``'s inputs; None when the item is a
+        second-shape trial the problem does not allow (no second shape, the same shapes, or
+        a reference that fails there)."""
+        from autoprofiler.evaluate.inputs import flatten, make_inputs
+        from autoprofiler.evaluate.shapes import other_shape, shapes
+
+        seed = int(item["seed"])
+        if not item.get("other_shape"):
+            inputs = make_inputs(self.module, seed, self.device)
+            return [self._detached(v) for v in flatten(self.model(*inputs))]
+        shape = other_shape(self.module) if self.config.other_shape else None
+        if shape is None:
+            return None
+        inputs = make_inputs(self.module, seed, self.device, shape)
+        if shapes(inputs) == shapes(make_inputs(self.module, seed, self.device)):
+            return None
+        try:
+            with shape.applied(self.module):
+                return [self._detached(v) for v in flatten(self.model(*inputs))]
+        except Exception as exc:
+            log.info("the reference fails at %s (%s): no second-shape trial", shape.label, exc)
+            return None
+
+    def _detached(self, value: Any) -> Any:
+        return value.detach().clone() if self.torch.is_tensor(value) else value
+
+    def judge(self, request: dict) -> dict:
+        from autoprofiler.evaluate.compare import compare_outputs, fingerprint, same_fingerprint
+        from autoprofiler.evaluate.inputs import OutputError, load_outputs
+
+        answers: dict[str, Any] = {}
+        prints: list[tuple[str, Any, Any]] = []
+        for item in request["items"]:
+            name = item["name"]
+            with self.torch.no_grad():
+                try:
+                    expected = self._reference_output(item)
+                except Exception as exc:
+                    message = f"the reference raises: {type(exc).__name__}: {exc}"
+                    raise ReferenceError(message) from None
+                if expected is None:
+                    answers[name] = {"kind": "skipped"}
+                    continue
+                try:
+                    got = load_outputs(Path(item["path"]), self.device)
+                except OutputError as exc:
+                    answers[name] = {"kind": "missing", "message": str(exc)}
+                    continue
+                try:
+                    answers[name] = compare_outputs(expected, got, self.config)
+                    if item.get("correctness") and answers[name]["kind"] != "wrong_shape":
+                        prints.append((name, fingerprint(expected), fingerprint(got)))
+                except Exception as exc:  # the candidate's data, not this process, is at fault
+                    message = f"its output cannot be compared: {type(exc).__name__}"
+                    answers[name] = {"kind": "wrong_values", "message": message}
+                del expected, got
+        constant = [
+            (a[0], b[0])
+            for a, b in itertools.pairwise(prints)
+            if same_fingerprint(a[2], b[2]) and not same_fingerprint(a[1], b[1])
+        ]
+        self._release()
+        return {"items": answers, "constant_output": [list(pair) for pair in constant]}
+
+
+def serve(job: dict, requests: Any, replies: Any) -> None:
+    """Answer ``requests`` (JSON lines) on ``replies`` until end of input."""
+
+    def reply(data: dict) -> None:
+        replies.write(json.dumps(data) + "\n")
+        replies.flush()
+
+    try:
+        server = _Server(job)
+    except Exception as exc:  # a problem that does not build: every request gets the error
+        reply({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:600]})
+        return
+    reply({"ready": True, "device": server.label()})
+    for line in requests:
+        try:
+            request = json.loads(line)
+            handler = {"time": server.time, "judge": server.judge}[request["op"]]
+            reply(handler(request))
+        except Exception as exc:
+            reply({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:600]})
+
+
+def main() -> int:
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # whatever the problem prints goes to the log, not into the replies
+    job = json.loads(sys.stdin.readline())
+    serve(job, sys.stdin, replies)
+    return 0
+
+
+# --- the client (the runner's side) ----------------------------------------------------------
+
+
+def _python_path(env: dict[str, str]) -> str:
+    return os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+
+
+class ReferenceProcess:
+    """A warm trusted reference process for one problem and configuration."""
+
+    def __init__(self, problem_source: str, config: Any, env: dict[str, str], log_path: Path):
+        self._log = open(log_path, "ab")  # noqa: SIM115 (closed in close())
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env={**env, "PYTHONPATH": _python_path(env)},
+            start_new_session=True,
+        )
+        self._buffer = b""
+        self._lock = threading.Lock()  # one request at a time, whichever thread asks
+        self.records: dict[str, dict] = {}  # timing kind -> reply of "time", this process's
+        job = {"problem_source": problem_source, "config": config.to_dict()}
+        hello = self._exchange(job, START_TIMEOUT_S)
+        self.device = hello["device"]
+
+    def _exchange(self, data: dict, timeout_s: float) -> dict:
+        with self._lock:
+            return self._exchange_unlocked(data, timeout_s)
+
+    def _exchange_unlocked(self, data: dict, timeout_s: float) -> dict:
+        if self._process.poll() is not None:
+            raise ReferenceError(f"the reference process exited ({self._process.returncode})")
+        try:
+            self._process.stdin.write((json.dumps(data) + "\n").encode())
+            self._process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise ReferenceError("the reference process is gone") from None
+        deadline = time.monotonic() + timeout_s
+        fd = self._process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise ReferenceError(f"the reference did not answer within {timeout_s:g} s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    self.close()
+                    raise ReferenceError("the reference process exited before answering")
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply = json.loads(line)
+        if "error" in reply:
+            raise ReferenceError(reply["error"])
+        return reply
+
+    def time(self, kind: str, seed: int, loop: dict, timeout_s: float) -> dict:
+        """The reply of a ``time`` request (``record`` and ``settings``)."""
+        return self._exchange({"op": "time", "kind": kind, "seed": seed, "loop": loop}, timeout_s)
+
+    def judge(self, items: list[dict], timeout_s: float) -> dict:
+        return self._exchange({"op": "judge", "items": items}, timeout_s)
+
+    @property
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, 9)
+        self._process.wait()
+        self._log.close()
+
+
+class ReferencePool:
+    """Warm reference processes, one per (problem, configuration), the least recently used
+    closed beyond ``size``; all closed when the interpreter exits."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self._processes: dict[tuple, ReferenceProcess] = {}
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def get(self, problem: Any, config: Any, env: dict[str, str], root: Path) -> ReferenceProcess:
+        with self._lock:
+            return self._get(problem, config, env, root)
+
+    def _get(self, problem: Any, config: Any, env: dict[str, str], root: Path) -> ReferenceProcess:
+        key = (problem.content_hash, config.config_hash, config.device)
+        process = self._processes.pop(key, None)
+        if process is not None and not process.alive:
+            process = None
+        if process is None:
+            folder = root / "references"
+            folder.mkdir(parents=True, exist_ok=True)
+            process = ReferenceProcess(
+                problem.source, config, env, folder / f"{problem.content_hash[:16]}.log"
+            )
+        self._processes[key] = process
+        while len(self._processes) > self.size:
+            oldest = next(iter(self._processes))
+            self._processes.pop(oldest).close()  # a request in flight there ends as an error
+        return process
+
+    def close(self) -> None:
+        while self._processes:
+            self._processes.popitem()[1].close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""The verdict, computed by trusted code from what the candidate's process handed over.
+
+Nothing here runs in a process that imported candidate code: outputs are compared in the
+trusted reference process (:mod:`~autoprofiler.evaluate.compare`,
+:mod:`~autoprofiler.evaluate.reference`), the rest in the caller (:class:`Verdict`, used by
+:mod:`~autoprofiler.evaluate.runner`). The candidate's process hands over raw outputs (files)
+and raw per-trial times; medians, spreads and speedups are made here.
+
+Timing check (the launch-overhead model, ``check_timing``): the caller measures the wall time
+``W`` of the candidate's whole timing phase, from handing over the timing seed to the report
+that the trials are done. What the candidate's trials and the loop's own work account for is
+
+    E = sum(host times) + pool(T) + (PROBE + 2) x median + warm-up + T x per-trial overhead
+
+where ``pool(T)`` and the per-trial overhead (L2 flush, output copy, Python) are scaled from the
+reference's own loop in the trusted process. A report with ``W > 1.5 E + 0.1 s`` (work done
+outside the reported trials), or ``W < 0.9 sum(host times) - 0.02 s`` (trials longer than the
+phase), or a trial whose timer interval exceeds its host interval, is refused
+(``timing_contradicted``, reject).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from autoprofiler.evaluate.config import EvalConfig
+from autoprofiler.evaluate.inputs import TrialSeeds
+from autoprofiler.evaluate.reference import ReferenceError, ReferenceProcess
+from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
+from autoprofiler.evaluate.timing import PROBE_CALLS, LoopRecord, summarize
+
+if TYPE_CHECKING:
+    from autoprofiler.problem import Problem
+
+WALL_FACTOR = 1.5
+WALL_SLACK_S = 0.1
+SHORT_FACTOR = 0.9
+SHORT_SLACK_S = 0.02
+EVENT_SLACK_MS = 0.05
+# A timing whose interquartile range exceeds this share of its median is unstable.
+UNSTABLE_IQR = 0.2
+
+
+def trial_stats(record: LoopRecord) -> TimingStats:
+    """The trials' statistics, made here from the raw times."""
+    return summarize(record.trial_ms, record.timer)
+
+
+def is_unstable(stats: TimingStats) -> bool:
+    """Whether the trials spread so widely that the median is not a figure to report bare."""
+    return stats.median_ms > 0 and (stats.p75_ms - stats.p25_ms) / stats.median_ms > UNSTABLE_IQR
+
+
+def _valid(times: list[float]) -> bool:
+    return bool(times) and all(
+        isinstance(t, (int, float)) and math.isfinite(t) and t >= 0 for t in times
+    )
+
+
+def expected_phase_s(record: LoopRecord, reference: LoopRecord, warmup_ms: float) -> float:
+    """What the reported trials and the loop's own work account for, in seconds (above)."""
+    trials = record.trials
+    ref_trials = max(1, reference.trials)
+    per_trial_s = max(0.0, reference.loop_s - sum(reference.host_ms) / 1e3) / ref_trials
+    median_s = summarize(record.host_ms, record.timer).median_ms / 1e3
+    return (
+        sum(record.host_ms) / 1e3
+        + reference.pool_s * trials / ref_trials
+        + (PROBE_CALLS + 2) * median_s
+        + warmup_ms / 1e3
+        + (trials + PROBE_CALLS) * per_trial_s
+    )
+
+
+def check_timing(
+    record: LoopRecord, wall_s: float, reference: LoopRecord, config: EvalConfig
+) -> Finding | None:
+    """A rejecting ``timing_contradicted`` finding when the reported trials cannot be what the
+    caller's clock saw, or are too few or malformed; None when they hold."""
+    if not (_valid(record.trial_ms) and _valid(record.host_ms)) or len(record.trial_ms) != len(
+        record.host_ms
+    ):
+        return Finding("timing_contradicted", "malformed trial times", "reject")
+    least = max(1, min(config.min_timing_trials, reference.trials))
+    if record.trials < least:
+        detail = f"{record.trials} timed trials where at least {least} were due"
+        return Finding("timing_contradicted", detail, "reject")
+    for index, (timer_ms, host_ms) in enumerate(zip(record.trial_ms, record.host_ms)):
+        if timer_ms > host_ms * 1.05 + EVENT_SLACK_MS:
+            detail = f"trial {index}: {timer_ms:.4g} ms timed inside {host_ms:.4g} ms of wall time"
+            return Finding("timing_contradicted", detail, "reject")
+    expected = expected_phase_s(record, reference, config.warmup_ms)
+    allowed = WALL_FACTOR * expected + WALL_SLACK_S
+    reported = sum(record.host_ms) / 1e3
+    if wall_s > allowed:
+        detail = (
+            f"the timing phase took {wall_s:.3f} s by the evaluator's clock; the reported "
+            f"trials and the loop's overheads account for {expected:.3f} s "
+            f"(tolerance {WALL_FACTOR:g}x + {WALL_SLACK_S:g} s)"
+        )
+        return Finding("timing_contradicted", detail, "reject")
+    if wall_s < SHORT_FACTOR * reported - SHORT_SLACK_S:
+        detail = f"{reported:.3f} s of reported trials in a {wall_s:.3f} s timing phase"
+        return Finding("timing_contradicted", detail, "reject")
+    return None
+
+
+def _findings(report: dict) -> list[Finding]:
+    """The findings the candidate's process reported, those well formed."""
+    findings = []
+    for item in report.get("findings") or []:
+        if (
+            isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and isinstance(item.get("detail"), str)
+            and item.get("severity") in ("flag", "reject")
+        ):
+            findings.append(Finding(item["name"], item["detail"][:600], item["severity"]))
+    return findings
+
+
+def _failure_kind(value: Any) -> FailureKind:
+    try:
+        return FailureKind(value)
+    except ValueError:
+        return FailureKind.RUNTIME_ERROR
+
+
+def _record(report: dict) -> LoopRecord | None:
+    try:
+        record = LoopRecord.from_dict(report["timing"])
+        record.trial_ms = [float(t) for t in record.trial_ms]
+        record.host_ms = [float(t) for t in record.host_ms]
+        record.timer = str(record.timer)
+        record.pool_s, record.setup_s, record.loop_s = (
+            float(record.pool_s),
+            float(record.setup_s),
+            float(record.loop_s),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return record
+
+
+class Verdict:
+    """The trusted judgement of one candidate run from its report and the reference process."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        candidate_hash: str,
+        config: EvalConfig,
+        reference: ReferenceProcess,
+        timings: dict[str, dict],
+        seeds: TrialSeeds,
+    ) -> None:
+        import torch as _torch
+
+        self.config = config
+        self.reference = reference
+        self.timings = timings
+        self.seeds = seeds
+        self.result = EvalResult(
+            problem_hash=problem.content_hash,
+            candidate_hash=candidate_hash,
+            device=reference.device,
+            torch_version=_torch.__version__,
+        )
+        self.result.atol, self.result.rtol = config.tolerance_for("float32")
+        eager = timings["eager"]
+        self.result.reference = TimingStats(**eager["stats"])
+        self.result.timer = self.result.reference.timer
+        if eager.get("unstable"):
+            self.result.unstable.append("reference")
+        if "compile" in timings:
+            self.result.compiled_reference = TimingStats(**timings["compile"]["stats"])
+            if timings["compile"].get("unstable"):
+                self.result.unstable.append("compile")
+
+    def fail(self, kind: FailureKind, message: str) -> EvalResult:
+        self.result.correct = False
+        self.result.failure_kind = kind
+        self.result.failure_message = message[:600]
+        self.result.apply_rejections()
+        return self.result
+
+    def judge(self, report: dict, timing_phase_s: float | None, asked: list[int]) -> EvalResult:
+        """The verdict; the candidate's process is gone by now."""
+        result = self.result
+        result.compiled = bool(report.get("compiled"))
+        result.settings = (
+            {str(k): str(v) for k, v in (report.get("settings") or {}).items()}
+            if isinstance(report.get("settings"), dict)
+            else {}
+        )
+        for finding in _findings(report):
+            result.add_finding(finding)
+        outputs = report.get("outputs") if isinstance(report.get("outputs"), dict) else {}
+        failed_at = report.get("stage") if report.get("failure_kind") else None
+        if failed_at is not None:
+            failure = (_failure_kind(report["failure_kind"]), str(report.get("failure_message")))
+            if failed_at not in ("timing", "other_shape"):
+                return self.fail(*failure)
+        # The correctness trials were all handed over: judge them first, whatever came later.
+        items = self._items(outputs, asked if failed_at is None else [], failed_at is None)
+        try:
+            answers = self.reference.judge(items, self._judge_limit())
+        except ReferenceError as exc:
+            return self.fail(FailureKind.REFERENCE_ERROR, str(exc))
+        wrong = self._judge_correctness(answers)
+        if wrong is not None:
+            return wrong
+        if failed_at == "timing":
+            return self.fail(*failure)
+        if failed_at == "other_shape":
+            if self._other_shape_counts():
+                return self._fail_at_other_shape(*failure)
+            return self._judge_timing(answers, report, timing_phase_s, [])
+        return self._judge_timing(answers, report, timing_phase_s, asked)
+
+    def _judge_limit(self) -> float:
+        return self.config.run_timeout_s
+
+    def _items(self, outputs: dict, asked: list[int], include_other: bool) -> list[dict]:
+        def path(name: str) -> str:
+            value = outputs.get(name)
+            return value if isinstance(value, str) else f"<{name}: not handed over>"
+
+        items = [
+            {
+                "name": f"correctness-{i}",
+                "seed": seed,
+                "path": path(f"correctness-{i}"),
+                "correctness": True,
+            }
+            for i, seed in enumerate(self.seeds.correctness)
+        ]
+        items += [
+            {"name": f"timed-{j}", "seed": self.seeds.pool_seed(j), "path": path(f"timed-{j}")}
+            for j in asked
+        ]
+        if include_other:
+            items.append(
+                {
+                    "name": "other_shape",
+                    "seed": self.seeds.other_shape,
+                    "path": path("other_shape"),
+                    "other_shape": True,
+                }
+            )
+        return items
+
+    def _other_shape_counts(self) -> bool:
+        item = {
+            "name": "other_shape",
+            "seed": self.seeds.other_shape,
+            "path": "<not handed over>",
+            "other_shape": True,
+        }
+        try:
+            answer = self.reference.judge([item], self._judge_limit())["items"]["other_shape"]
+        except ReferenceError:
+            return True
+        return answer.get("kind") != "skipped"
+
+    def _fail_at_other_shape(self, kind: FailureKind, message: str) -> EvalResult:
+        self.result.add_finding(
+            Finding(
+                "shape_specialized", "correct at the problem's shapes, not at another", "reject"
+            )
+        )
+        return self.fail(kind, f"at another input shape: {message}")
+
+    def _judge_correctness(self, answers: dict) -> EvalResult | None:
+        """The failed result when a correctness trial is wrong (None when all are right)."""
+        result, items = self.result, answers["items"]
+        if answers.get("constant_output"):
+            result.add_finding(
+                Finding("constant_output", "the same output for different inputs", "reject")
+            )
+        for i in range(len(self.seeds.correctness)):
+            answer = items[f"correctness-{i}"]
+            result.max_abs_diff = max(result.max_abs_diff or 0.0, answer.get("max_abs_diff", 0.0))
+            result.mean_abs_diff = max(
+                result.mean_abs_diff or 0.0, answer.get("mean_abs_diff", 0.0)
+            )
+            if answer["kind"] is not None:
+                return self.fail(_answer_kind(answer), f"trial {i}: {answer.get('message', '')}")
+            result.correctness_trials = i + 1
+        return None
+
+    def _judge_timing(
+        self, answers: dict, report: dict, timing_phase_s: float | None, asked: list[int]
+    ) -> EvalResult:
+        result, items = self.result, answers["items"]
+        record = _record(report)
+        if record is None or timing_phase_s is None:
+            return self.fail(FailureKind.CHEAT, "no timing was handed over")
+        contradiction = check_timing(
+            record,
+            timing_phase_s,
+            LoopRecord.from_dict(self.timings["eager"]["record"]),
+            self.config,
+        )
+        result.timing_phase_s = timing_phase_s
+        if contradiction is not None:
+            result.add_finding(contradiction)
+            return self.fail(FailureKind.CHEAT, f"{contradiction.name}: {contradiction.detail}")
+        for j in asked:
+            answer = items[f"timed-{j}"]
+            if answer["kind"] is not None:
+                message = f"the output of timed call {j} is wrong: {answer.get('message', '')}"
+                return self.fail(FailureKind.CHEAT, message)
+        result.timed_outputs_checked = len(asked)
+        other = items.get("other_shape", {"kind": "skipped"})
+        if other["kind"] not in (None, "skipped"):
+            return self._fail_at_other_shape(_answer_kind(other), other.get("message", ""))
+        result.candidate = trial_stats(record)
+        result.timed_s = sum(record.trial_ms) / 1e3
+        if is_unstable(result.candidate):
+            result.unstable.append("candidate")
+        result.correct = True
+        result.apply_rejections()
+        return result
+
+
+def _answer_kind(answer: dict) -> FailureKind:
+    if answer["kind"] == "missing":
+        return FailureKind.RUNTIME_ERROR
+    return _failure_kind(answer["kind"])

@@ -1,0 +1,165 @@
+"""Evaluator throughput: candidates per minute and harness seconds beyond the timed trials.
+
+Runs one list of candidates through ``autoprofiler.evaluate.evaluate`` one after another (one
+GPU), with the package found under ``--package`` (default: this checkout), so that two
+evaluators (say, the previous commit's, exported with ``git archive``) run the same candidates
+in one device session. Candidates: the H200 export's own (``torch.compile`` wrappers, generated
+Triton kernels, CUDA graphs; chosen by ``kernelbench_crosscheck.select_pairs``, no results
+looked at, max-autotune left out), plus, for the first problems, one that raises and one with
+wrong values. Rows go to a JSONL file as they finish.
+
+    python benchmarks/evaluator_throughput.py --label new --out rows.jsonl --candidates 40
+    python benchmarks/evaluator_throughput.py --label old --package OLD_DIR --out rows.jsonl
+    python benchmarks/evaluator_throughput.py --report rows.jsonl --markdown OUT.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+EXPORT = Path("docs/results/data/kernelbench_h200_evaluations.jsonl.gz")
+RAISES = """
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+    def forward(self, *inputs):
+        raise RuntimeError("this candidate always fails")
+"""
+WRONG = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.reference = Model(*args)
+    def forward(self, *inputs):
+        return self.reference(*inputs) + 1.0
+"""
+FAILING_PROBLEMS = 4
+
+
+def candidates(count: int) -> list[tuple[str, str, str]]:
+    """(problem source, candidate kind, candidate source), deterministic."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from kernelbench_crosscheck import read_export, select_pairs
+
+    export = read_export(EXPORT)
+    # max-autotune candidates autotune for minutes: they measure Inductor, not the evaluator.
+    pairs = [
+        p
+        for p in select_pairs(export, 10 * count, per_problem=3)
+        if p.transformation != "compile_max_autotune"
+    ][: count - 2 * FAILING_PROBLEMS]
+    chosen = [
+        (export.problems[p.problem_hash]["source"], p.kind,
+         export.candidates[p.candidate_hash]["source"])
+        for p in pairs
+    ]  # fmt: skip
+    seen: list[str] = []
+    for problem_source, _, _ in chosen:
+        if problem_source not in seen and len(seen) < FAILING_PROBLEMS:
+            seen.append(problem_source)
+    for source in seen:
+        chosen.append((source, "raises", RAISES))
+        chosen.append((source, "wrong", source + WRONG))
+    return chosen
+
+
+def measure(args: argparse.Namespace) -> int:
+    package = Path(args.package) if args.package else Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(package.resolve()))
+    import autoprofiler
+    from autoprofiler.evaluate import EvalConfig, evaluate
+    from autoprofiler.problem import Problem
+
+    config = EvalConfig(device="cuda")
+    began = time.perf_counter()
+    out = Path(args.out)
+    for index, (problem_source, kind, source) in enumerate(candidates(args.candidates)):
+        if args.deadline_s and time.perf_counter() - began > args.deadline_s:
+            print(f"deadline reached after {index} candidates", flush=True)
+            break
+        problem = Problem(name=f"p{index}", source=problem_source, origin="<export>")
+        start = time.perf_counter()
+        result = evaluate(problem, source, config)
+        wall = time.perf_counter() - start
+        timed = 0.0
+        if result.candidate is not None:
+            timed = result.candidate.trials * result.candidate.mean_ms / 1e3
+        row = {
+            "label": args.label,
+            "package": str(Path(autoprofiler.__file__).parent),
+            "index": index,
+            "kind": kind,
+            "correct": result.correct,
+            "failure": result.failure_kind.value if result.failure_kind else None,
+            "wall_s": wall,
+            "candidate_trials_s": timed,
+            "speedup": result.speedup,
+        }
+        with out.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+        print(
+            f"{args.label} {index} {kind}: {row['failure'] or 'correct'} {wall:.2f} s", flush=True
+        )
+    return 0
+
+
+def report(rows_path: Path, markdown: Path | None) -> str:
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+    labels = sorted({r["label"] for r in rows})
+    common = set.intersection(*({r["index"] for r in rows if r["label"] == lab} for lab in labels))
+    lines = [
+        "| evaluator | candidates | wall s | candidates/min | median s/candidate | "
+        "median harness s beyond the candidate's timed trials | same candidates: wall s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label in labels:
+        mine = [r for r in rows if r["label"] == label]
+        wall = sum(r["wall_s"] for r in mine)
+        shared = sum(r["wall_s"] for r in mine if r["index"] in common)
+        lines.append(
+            f"| {label} | {len(mine)} | {wall:.1f} | {60 * len(mine) / wall:.1f} | "
+            f"{statistics.median(r['wall_s'] for r in mine):.2f} | "
+            f"{statistics.median(r['wall_s'] - r['candidate_trials_s'] for r in mine):.2f} | "
+            f"{shared:.1f} ({len(common)}) |"
+        )
+    lines += ["", "| evaluator | kind | n | correct | median wall s |", "|---|---|---|---|---|"]
+    for label in labels:
+        for kind in sorted({r["kind"] for r in rows}):
+            mine = [r for r in rows if r["label"] == label and r["kind"] == kind]
+            if mine:
+                lines.append(
+                    f"| {label} | {kind} | {len(mine)} | {sum(r['correct'] for r in mine)} | "
+                    f"{statistics.median(r['wall_s'] for r in mine):.2f} |"
+                )
+    text = "\n".join(lines) + "\n"
+    if markdown is not None:
+        markdown.write_text(text, encoding="utf-8")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", default="new")
+    parser.add_argument("--package", help="folder holding the autoprofiler package to measure")
+    parser.add_argument("--candidates", type=int, default=40)
+    parser.add_argument("--out", default="throughput_rows.jsonl")
+    parser.add_argument("--deadline-s", type=float, default=0.0)
+    parser.add_argument("--report", type=Path, help="summarize a rows file instead")
+    parser.add_argument("--markdown", type=Path)
+    args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report, args.markdown), end="")
+        return 0
+    return measure(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
