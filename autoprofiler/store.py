@@ -56,6 +56,10 @@ def content_key(*parts: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+# The key-value space of the rewriter candidates the learner caches (carried by exports too).
+CANDIDATE_SPACE = "learn.candidate"
+
+
 class StoreError(RuntimeError):
     """The store file cannot be opened or is not an autoprofiler store."""
 

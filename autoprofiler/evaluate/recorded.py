@@ -28,7 +28,7 @@ from typing import Any
 from autoprofiler.evaluate.config import EvalConfig
 from autoprofiler.evaluate.result import EvalResult, FailureKind
 from autoprofiler.problem import Problem
-from autoprofiler.store import Store
+from autoprofiler.store import CANDIDATE_SPACE, Store
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,6 @@ class ImportedEvaluations:
 def _cache_spaces() -> tuple[str, ...]:
     """The key-value spaces of content-keyed caches an export carries (rewriter candidates,
     LLM replies)."""
-    from autoprofiler.learn.scoring import CANDIDATE_SPACE
     from autoprofiler.llm.cache import LLM_SPACE
 
     return (CANDIDATE_SPACE, LLM_SPACE)

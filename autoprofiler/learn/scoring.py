@@ -20,7 +20,7 @@ from autoprofiler.execute.evaluation import evaluate_many
 from autoprofiler.learn.objective import Objective, ProblemOutcome, TreeScore
 from autoprofiler.problem import source_hash
 from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter, profile_hash
-from autoprofiler.store import Store, content_key
+from autoprofiler.store import CANDIDATE_SPACE, Store, content_key
 from autoprofiler.tree.run import run_tree
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CANDIDATE_SPACE = "learn.candidate"
 _KEY_VERSION = "learn-candidate/1"
 
 

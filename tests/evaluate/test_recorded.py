@@ -23,10 +23,9 @@ from autoprofiler.evaluate import (
 )
 from autoprofiler.evaluate.baselines import reference_as_candidate
 from autoprofiler.evaluate.runner import evaluation_key
-from autoprofiler.learn.scoring import CANDIDATE_SPACE
 from autoprofiler.llm.cache import LLM_SPACE
 from autoprofiler.problem import Problem, problem_from_source, source_hash
-from autoprofiler.store import Store
+from autoprofiler.store import CANDIDATE_SPACE, Store
 from tests.conftest import SCALE_PROBLEM
 
 FAST = EvalConfig(
