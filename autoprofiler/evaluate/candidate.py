@@ -385,12 +385,13 @@ def run_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
     return report
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], status_fd: int | None = None) -> int:
+    """Run the job in ``argv[1]``; ``status_fd`` overrides the job's (a forked child's)."""
     job_path = Path(argv[1])
     job = json.loads(job_path.read_text(encoding="utf-8"))
     _leave_when_orphaned(job.get("parent_pid") or os.getppid())
     job_path.unlink(missing_ok=True)
-    channel = _Channel(job.get("status_fd"))
+    channel = _Channel(status_fd if status_fd is not None else job.get("status_fd"))
     audit = AuditWatch(job.get("write_roots", [str(job_path.parent)]))
     audit.install()
     report = run_candidate(job, channel, audit)

@@ -83,7 +83,7 @@ def _reap() -> None:
             return
 
 
-def _sweep() -> None:
+def sweep() -> None:
     """Kill and reap every descendant until none is left (or ``SWEEP_LIMIT_S`` has passed)."""
     deadline = time.monotonic() + SWEEP_LIMIT_S
     while True:
@@ -98,6 +98,29 @@ def _sweep() -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(SWEEP_POLL_S)
+
+
+def make_subreaper(parent_death: int | None = None) -> None:
+    """Make this process a child subreaper (and ask for ``parent_death`` when its parent
+    dies); Linux only."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    if parent_death is not None:
+        _prctl(PR_SET_PDEATHSIG, parent_death)
+
+
+def wait_and_sweep(pid: int) -> int:
+    """Wait for the child ``pid`` (reaping the orphans re-parented here meanwhile), then kill
+    every remaining descendant; the child's status as ``Popen.returncode`` gives it."""
+    while True:
+        ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)  # look, leave it to reap
+        if ended is None:
+            continue
+        if ended.si_pid == pid:
+            _, status = os.waitpid(pid, 0)
+            break
+        os.waitpid(ended.si_pid, 0)
+    sweep()
+    return os.waitstatus_to_exitcode(status)
 
 
 class _Stop:
@@ -172,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         stop.kill()
     if linux:
         returncode = _wait(stop.child)
-        _sweep()
+        sweep()
     else:
         returncode = stop.child.wait()
         with contextlib.suppress(ProcessLookupError, PermissionError):

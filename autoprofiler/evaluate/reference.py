@@ -1,8 +1,9 @@
 """The trusted reference process: builds the problem's ``Model``, times it, and judges outputs.
 
-It never imports candidate code. :class:`ReferenceProcess` (used by the runner) starts
-``python -m autoprofiler.evaluate.reference`` once per (problem, device, settings) and keeps it
-warm across candidates. It answers JSON requests, one per line:
+It never imports candidate code. :class:`ReferencePool` (used by the runner) starts
+``python -m autoprofiler.evaluate.reference`` once per device and settings and keeps it warm
+across candidates and problems (the last few problems' models stay built). It answers JSON
+requests, one per line, each naming its problem:
 
 - ``time``: the reference (``kind: "eager"``) or ``torch.compile`` of it (``"compile"``) through
   the same timing loop as the candidate (:func:`~autoprofiler.evaluate.timing.run_timing_loop`),
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 START_TIMEOUT_S = 600.0
+KEPT_PROBLEMS = 2  # reference models kept built in the server
 
 
 class ReferenceError(RuntimeError):
@@ -45,14 +47,30 @@ class ReferenceError(RuntimeError):
 # --- the server (trusted process) ------------------------------------------------------------
 
 
+class _Built:
+    """One problem's module, reference model and (once asked for) its torch.compile."""
+
+    def __init__(self, source: str, config: Any, device: Any) -> None:
+        import torch
+
+        from autoprofiler.problem import exec_problem_source
+
+        self.module = exec_problem_source(source, "autoprofiler_reference")
+        init_inputs = list(getattr(self.module, "get_init_inputs", list)())
+        with torch.device(device):
+            torch.manual_seed(config.seed)
+            self.model = self.module.Model(*init_inputs).to(device).eval()
+        self.compiled: Any = None
+
+
 class _Server:
-    """The problem's reference model, built once, and the requests it answers."""
+    """The reference models of the problems asked about (the last few kept built), and the
+    requests it answers."""
 
     def __init__(self, job: dict) -> None:
         import torch
 
         from autoprofiler.evaluate.config import EvalConfig
-        from autoprofiler.problem import exec_problem_source
 
         self.torch = torch
         self.config = EvalConfig.from_dict(job["config"])
@@ -62,12 +80,19 @@ class _Server:
         if wanted.startswith("cuda") and not torch.cuda.is_available():
             raise ReferenceError("device cuda asked for, none visible")
         self.device = torch.device(wanted)
-        self.module = exec_problem_source(job["problem_source"], "autoprofiler_reference")
-        init_inputs = list(getattr(self.module, "get_init_inputs", list)())
-        with torch.device(self.device):
-            torch.manual_seed(self.config.seed)
-            self.model = self.module.Model(*init_inputs).to(self.device).eval()
-        self.compiled: Any = None
+        self.built: dict[str, _Built] = {}
+
+    def problem(self, request: dict) -> _Built:
+        """The request's problem, built now when it is not among the last few."""
+        key = request["problem_hash"]
+        built = self.built.pop(key, None)
+        if built is None:
+            while len(self.built) >= KEPT_PROBLEMS:
+                self.built.pop(next(iter(self.built)))
+            self._release()
+            built = _Built(request["problem_source"], self.config, self.device)
+        self.built[key] = built
+        return built
 
     def label(self) -> str:
         if self.device.type == "cuda":
@@ -84,17 +109,18 @@ class _Server:
         from autoprofiler.evaluate.settings import speed_settings
         from autoprofiler.evaluate.timing import LoopSettings, pool_budget_bytes, run_timing_loop
 
-        fn = self.model
+        built = self.problem(request)
+        fn = built.model
         if request["kind"] == "compile":
-            if self.compiled is None:
-                self.compiled = self.torch.compile(self.model)
-            fn = self.compiled
+            if built.compiled is None:
+                built.compiled = self.torch.compile(built.model)
+            fn = built.compiled
         seeds = TrialSeeds((), int(request["seed"]), 0)
         settings = LoopSettings(**request["loop"])
         with self.torch.no_grad():
             record, _ = run_timing_loop(
                 fn,
-                lambda j: make_inputs(self.module, seeds.pool_seed(j), self.device),
+                lambda j: make_inputs(built.module, seeds.pool_seed(j), self.device),
                 self.device,
                 settings,
                 pool_budget_bytes(self.device),
@@ -106,7 +132,7 @@ class _Server:
             "settings": speed_settings(load_inductor=True),
         }
 
-    def _reference_output(self, item: dict) -> list[Any] | None:
+    def _reference_output(self, built: _Built, item: dict) -> list[Any] | None:
         """The reference's flattened output for ``item``'s inputs; None when the item is a
         second-shape trial the problem does not allow (no second shape, the same shapes, or
         a reference that fails there)."""
@@ -114,18 +140,19 @@ class _Server:
         from autoprofiler.evaluate.shapes import other_shape, shapes
 
         seed = int(item["seed"])
+        module, model = built.module, built.model
         if not item.get("other_shape"):
-            inputs = make_inputs(self.module, seed, self.device)
-            return [self._detached(v) for v in flatten(self.model(*inputs))]
-        shape = other_shape(self.module) if self.config.other_shape else None
+            inputs = make_inputs(module, seed, self.device)
+            return [self._detached(v) for v in flatten(model(*inputs))]
+        shape = other_shape(module) if self.config.other_shape else None
         if shape is None:
             return None
-        inputs = make_inputs(self.module, seed, self.device, shape)
-        if shapes(inputs) == shapes(make_inputs(self.module, seed, self.device)):
+        inputs = make_inputs(module, seed, self.device, shape)
+        if shapes(inputs) == shapes(make_inputs(module, seed, self.device)):
             return None
         try:
-            with shape.applied(self.module):
-                return [self._detached(v) for v in flatten(self.model(*inputs))]
+            with shape.applied(module):
+                return [self._detached(v) for v in flatten(model(*inputs))]
         except Exception as exc:
             log.info("the reference fails at %s (%s): no second-shape trial", shape.label, exc)
             return None
@@ -137,13 +164,14 @@ class _Server:
         from autoprofiler.evaluate.compare import compare_outputs, fingerprint, same_fingerprint
         from autoprofiler.evaluate.inputs import OutputError, load_outputs
 
+        built = self.problem(request)
         answers: dict[str, Any] = {}
         prints: list[tuple[str, Any, Any]] = []
         for item in request["items"]:
             name = item["name"]
             with self.torch.no_grad():
                 try:
-                    expected = self._reference_output(item)
+                    expected = self._reference_output(built, item)
                 except Exception as exc:
                     message = f"the reference raises: {type(exc).__name__}: {exc}"
                     raise ReferenceError(message) from None
@@ -210,12 +238,12 @@ def _python_path(env: dict[str, str]) -> str:
 
 
 class ReferenceProcess:
-    """A warm trusted reference process for one problem and configuration."""
+    """A warm trusted reference process for one configuration (any number of problems)."""
 
-    def __init__(self, problem_source: str, config: Any, env: dict[str, str], log_path: Path):
+    def __init__(self, config: Any, env: dict[str, str], log_path: Path):
         self._log = open(log_path, "ab")  # noqa: SIM115 (closed in close())
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__],
+            [sys.executable, "-c", f"from {__name__} import main; main()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -224,8 +252,8 @@ class ReferenceProcess:
         )
         self._buffer = b""
         self._lock = threading.Lock()  # one request at a time, whichever thread asks
-        self.records: dict[str, dict] = {}  # timing kind -> reply of "time", this process's
-        job = {"problem_source": problem_source, "config": config.to_dict()}
+        self.records: dict[tuple[str, str], dict] = {}  # (problem, kind) -> a "time" reply
+        job = {"config": config.to_dict()}
         hello = self._exchange(job, START_TIMEOUT_S)
         self.device = hello["device"]
 
@@ -261,12 +289,9 @@ class ReferenceProcess:
             raise ReferenceError(reply["error"])
         return reply
 
-    def time(self, kind: str, seed: int, loop: dict, timeout_s: float) -> dict:
-        """The reply of a ``time`` request (``record`` and ``settings``)."""
-        return self._exchange({"op": "time", "kind": kind, "seed": seed, "loop": loop}, timeout_s)
-
-    def judge(self, items: list[dict], timeout_s: float) -> dict:
-        return self._exchange({"op": "judge", "items": items}, timeout_s)
+    def request(self, data: dict, timeout_s: float) -> dict:
+        """The reply to one request (``ReferenceError`` when there is none in time)."""
+        return self._exchange(data, timeout_s)
 
     @property
     def alive(self) -> bool:
@@ -281,8 +306,33 @@ class ReferenceProcess:
         self._log.close()
 
 
+class ProblemReference:
+    """One problem as the reference process of its configuration knows it."""
+
+    def __init__(self, process: ReferenceProcess, problem: Any) -> None:
+        self.process = process
+        self.device = process.device
+        self._problem = {"problem_hash": problem.content_hash, "problem_source": problem.source}
+        self._hash = problem.content_hash
+
+    def record(self, kind: str) -> dict | None:
+        """This process's timing of ``kind`` for the problem, if it made one."""
+        return self.process.records.get((self._hash, kind))
+
+    def keep(self, kind: str, record: dict) -> None:
+        self.process.records[(self._hash, kind)] = record
+
+    def time(self, kind: str, seed: int, loop: dict, timeout_s: float) -> dict:
+        """The reply of a ``time`` request (``record`` and ``settings``)."""
+        request = {"op": "time", "kind": kind, "seed": seed, "loop": loop, **self._problem}
+        return self.process.request(request, timeout_s)
+
+    def judge(self, items: list[dict], timeout_s: float) -> dict:
+        return self.process.request({"op": "judge", "items": items, **self._problem}, timeout_s)
+
+
 class ReferencePool:
-    """Warm reference processes, one per (problem, configuration), the least recently used
+    """Warm reference processes, one per configuration and device, the least recently used
     closed beyond ``size``; all closed when the interpreter exits."""
 
     def __init__(self, size: int = 2) -> None:
@@ -291,21 +341,19 @@ class ReferencePool:
         self._lock = threading.Lock()
         atexit.register(self.close)
 
-    def get(self, problem: Any, config: Any, env: dict[str, str], root: Path) -> ReferenceProcess:
+    def get(self, problem: Any, config: Any, env: dict[str, str], root: Path) -> ProblemReference:
         with self._lock:
-            return self._get(problem, config, env, root)
+            return ProblemReference(self._get(config, env, root), problem)
 
-    def _get(self, problem: Any, config: Any, env: dict[str, str], root: Path) -> ReferenceProcess:
-        key = (problem.content_hash, config.config_hash, config.device)
+    def _get(self, config: Any, env: dict[str, str], root: Path) -> ReferenceProcess:
+        key = (config.config_hash, config.device)
         process = self._processes.pop(key, None)
         if process is not None and not process.alive:
             process = None
         if process is None:
             folder = root / "references"
             folder.mkdir(parents=True, exist_ok=True)
-            process = ReferenceProcess(
-                problem.source, config, env, folder / f"{problem.content_hash[:16]}.log"
-            )
+            process = ReferenceProcess(config, env, folder / f"{config.config_hash}.log")
         self._processes[key] = process
         while len(self._processes) > self.size:
             oldest = next(iter(self._processes))

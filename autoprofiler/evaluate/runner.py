@@ -29,9 +29,10 @@ from pathlib import Path
 from autoprofiler.evaluate.checks import scan_source
 from autoprofiler.evaluate.config import EVALUATOR_VERSION, EvalConfig
 from autoprofiler.evaluate.containment import supervised_command
+from autoprofiler.evaluate.forkserver import ForkedCandidate, ForkServerError, ZygotePool
 from autoprofiler.evaluate.inputs import TrialSeeds
 from autoprofiler.evaluate.recorded import replay_evaluation
-from autoprofiler.evaluate.reference import ReferenceError, ReferencePool, ReferenceProcess
+from autoprofiler.evaluate.reference import ProblemReference, ReferenceError, ReferencePool
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding
 from autoprofiler.evaluate.sandbox import exit_status, sandbox_command
 from autoprofiler.evaluate.timing import LoopRecord
@@ -48,6 +49,7 @@ SUPERVISOR_GRACE_S = 6.0  # the supervisor's sweep takes at most 5 s
 # Check every timed call's output while they add up to no more than this; else a sample.
 CHECK_ALL_TIMED_BYTES = 256 * 2**20
 TIMED_SAMPLE = 4
+SHARED_MEMORY = "/dev/shm"
 POLL_S = 0.2
 # Folders the worker writes to besides its work folder, by default inside it. Without a
 # sandbox, variables the user set are kept and Inductor keeps its shared cache (compiles are
@@ -61,6 +63,7 @@ WORK_FOLDERS = {
 SANDBOX_FOLDERS = {**WORK_FOLDERS, "TMPDIR": "tmp"}
 OUT_OF_MEMORY_MARKERS = ("out of memory", "memoryerror", "allocate memory")
 REFERENCES = ReferencePool()
+ZYGOTES = ZygotePool()
 
 
 def default_work_root() -> Path:
@@ -212,7 +215,7 @@ def _baseline_key(problem: Problem, config: EvalConfig, kind: str) -> str:
 
 
 def reference_timings(
-    reference: ReferenceProcess,
+    reference: ProblemReference,
     problem: Problem,
     config: EvalConfig,
     store: Store | None,
@@ -227,7 +230,7 @@ def reference_timings(
     for kind in kinds:
         key = _baseline_key(problem, config, kind)
         stored = store.get_baseline(key) if store is not None else None
-        known = reference.records.get(kind) or stored
+        known = reference.record(kind) or stored
         if known is None or retime:
             fresh = _time_reference(reference, kind, config)
             if known is not None:
@@ -240,12 +243,12 @@ def reference_timings(
             known = fresh
         if store is not None and (stored is None or known is not stored):
             store.put_baseline(key, problem.content_hash, reference.device, kind, known)
-        reference.records[kind] = known
+        reference.keep(kind, known)
         timings[kind] = known
     return timings
 
 
-def _time_reference(reference: ReferenceProcess, kind: str, config: EvalConfig) -> dict:
+def _time_reference(reference: ProblemReference, kind: str, config: EvalConfig) -> dict:
     """One trusted timing of ``kind``, timed a second time when the first was unstable."""
     limit = config.compile_timeout_s + config.run_timeout_s
     for attempt in range(2):
@@ -306,6 +309,19 @@ def _reference_env(config: EvalConfig) -> dict[str, str]:
     return env
 
 
+def _output_root(config: EvalConfig, work_dir: Path, output_bytes: int) -> Path:
+    """Where the candidate's outputs cross to the trusted side: shared memory (``/dev/shm``)
+    when it has room for twice what they take, else the work folder (always under a sandbox,
+    whose ``/dev/shm`` is its own)."""
+    shm = Path(SHARED_MEMORY)
+    if config.sandbox or not shm.is_dir() or not os.access(shm, os.W_OK):
+        return work_dir
+    timed = max(CHECK_ALL_TIMED_BYTES, TIMED_SAMPLE * output_bytes)
+    need = (config.correctness_trials + 1) * output_bytes + timed
+    stats = os.statvfs(shm)
+    return shm if stats.f_bavail * stats.f_frsize >= 2 * need else work_dir
+
+
 def _draw_seeds(config: EvalConfig) -> TrialSeeds:
     """Fresh seeds, unpredictable to any candidate (``secrets``)."""
     draw = lambda: secrets.randbits(62)  # noqa: E731
@@ -330,16 +346,18 @@ def _judge_candidate(
     candidate_path: Path,
     config: EvalConfig,
     work_dir: Path,
-    reference: ReferenceProcess,
+    reference: ProblemReference,
     timings: dict[str, dict],
 ) -> EvalResult:
     prefix = sandbox_command(config.sandbox, work_dir) if config.sandbox else []
     run_id = f"{os.getpid()}-{time.monotonic_ns()}"  # runs of one candidate may overlap
-    output_dir = work_dir / f"outputs-{run_id}"
+    output_bytes = timings["eager"]["record"]["output_bytes"]
+    output_dir = _output_root(config, work_dir, output_bytes) / f"autoprofiler-outputs-{run_id}"
     output_dir.mkdir()
     report_path = work_dir / f"report-{run_id}.json"
     job_path = work_dir / f"job-{run_id}.json"
     env, write_roots = _worker_env(work_dir, config)
+    write_roots.append(str(output_dir))
     seeds = _draw_seeds(config)
     read_fd, write_fd = os.pipe()
     job = {
@@ -357,20 +375,9 @@ def _judge_candidate(
     }
     job_path.write_text(json.dumps(job), encoding="utf-8")
     log_path = work_dir / f"worker-{run_id}.log"
-    command = [*prefix, sys.executable, "-m", "autoprofiler.evaluate.candidate", str(job_path)]
     with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(
-            supervised_command(command, (write_fd,)),
-            cwd=work_dir,
-            stdin=subprocess.PIPE,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            env=env,
-            start_new_session=True,
-        )
+        process = _start_candidate(prefix, job_path, work_dir, env, log_file.fileno(), write_fd)
     os.close(write_fd)
-    output_bytes = timings["eager"]["record"]["output_bytes"]
     try:
         exchange = _watch(process, read_fd, config, seeds, output_bytes)
     finally:
@@ -394,8 +401,38 @@ def _judge_candidate(
     return result
 
 
+def _forking() -> bool:
+    """Whether candidates are forked from warm zygotes (Linux; ``AUTOPROFILER_FORKSERVER=0``
+    turns it off) rather than started afresh under the supervisor."""
+    return sys.platform.startswith("linux") and os.environ.get("AUTOPROFILER_FORKSERVER") != "0"
+
+
+def _start_candidate(
+    prefix: list[str], job_path: Path, work_dir: Path, env: dict[str, str], log_fd: int,
+    status_fd: int,
+) -> subprocess.Popen | ForkedCandidate:  # fmt: skip
+    """The candidate's process: forked from a warm zygote, or (under a sandbox, or with the
+    fork server off) a fresh interpreter under the containment supervisor."""
+    if not prefix and _forking():
+        try:
+            return ZYGOTES.start(job_path, work_dir, env, log_fd, status_fd)
+        except ForkServerError as exc:
+            log.warning("%s; starting the candidate afresh", exc)
+    command = [*prefix, sys.executable, "-m", "autoprofiler.evaluate.candidate", str(job_path)]
+    return subprocess.Popen(
+        supervised_command(command, (status_fd,)),
+        cwd=work_dir,
+        stdin=subprocess.PIPE,
+        stdout=log_fd,
+        stderr=subprocess.STDOUT,
+        pass_fds=(status_fd,),
+        env=env,
+        start_new_session=True,
+    )
+
+
 def _watch(
-    process: subprocess.Popen,
+    process: subprocess.Popen | ForkedCandidate,
     read_fd: int,
     config: EvalConfig,
     seeds: TrialSeeds,
@@ -453,7 +490,7 @@ def _watch(
     return exchange
 
 
-def _tell(process: subprocess.Popen, message: dict) -> None:
+def _tell(process: subprocess.Popen | ForkedCandidate, message: dict) -> None:
     with contextlib.suppress(BrokenPipeError, OSError):
         process.stdin.write((json.dumps(message) + "\n").encode())
         process.stdin.flush()
@@ -473,7 +510,7 @@ def _exit_grace_s(config: EvalConfig) -> float:
     return min(EXIT_GRACE_S, config.run_timeout_s)
 
 
-def _stop(process: subprocess.Popen) -> None:
+def _stop(process: subprocess.Popen | ForkedCandidate) -> None:
     """End the supervisor, which ends every process the candidate started: SIGTERM and its
     sweep first, then SIGKILL of its group should it not be done in time."""
     with contextlib.suppress(OSError):

@@ -20,8 +20,13 @@ from tests.learn.gated_rewriter import GatedRewriter
 
 from .conftest import CONFIG
 
-# A candidate whose import kills its parent: the executor's worker that called evaluate().
-KILLS_ITS_WORKER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
+# A candidate whose import kills the executor's worker that called evaluate(): its parent is
+# the zygote (or the supervisor) that started it, whose parent is that worker.
+KILLS_ITS_WORKER = (
+    "import os, signal\n"
+    "_stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+    "os.kill(int(_stat.rpartition(')')[2].split()[1]), signal.SIGKILL)\n"
+)
 
 
 def test_results_are_stored_once_and_a_worker_killer_is_recorded_failed(

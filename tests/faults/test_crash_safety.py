@@ -336,19 +336,21 @@ class ModelNew(nn.Module):
 """
 
 
-def _workers(parent: int) -> list[int]:
-    """The evaluation workers whose parent is ``parent`` (Linux /proc)."""
-    found = []
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` (Linux /proc)."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
-                command = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            child = int(stat.rsplit(")", 1)[1].split()[1]) == parent
-            if child and b"autoprofiler.evaluate.candidate" in command:
-                found.append(int(entry.name))
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
     return found
 
 
@@ -377,19 +379,16 @@ def test_an_evaluation_worker_ends_when_its_caller_is_killed(tmp_path: Path) -> 
         env=env,
     )
     deadline = time.monotonic() + 60
-    workers: list[int] = []
-    while not workers:
-        assert driver.poll() is None and time.monotonic() < deadline, "no worker started"
-        workers = _workers(driver.pid)
-        time.sleep(0.05)
-    # Kill the caller once the worker is inside the candidate, where it writes nothing more to
-    # its caller (a worker killed earlier dies of the broken status pipe at its next phase).
+    # Kill the caller once the candidate is inside its forward, where it writes nothing more to
+    # its caller (one killed earlier dies of the broken status pipe at its next phase).
     while not any((tmp_path / "work").rglob(IN_FORWARD)):
-        assert time.monotonic() < deadline, "the candidate never ran"
+        assert driver.poll() is None and time.monotonic() < deadline, "the candidate never ran"
         time.sleep(0.05)
+    below = _descendants(driver.pid)  # the candidate's process, its zygote or supervisor, ...
+    assert below
     driver.kill()
     driver.wait()
     deadline = time.monotonic() + 10
-    while _alive(workers[0]) and time.monotonic() < deadline:
+    while any(_alive(pid) for pid in below) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(workers[0]), "the worker outlived its killed caller"
+    assert not [pid for pid in below if _alive(pid)], "a process outlived its killed caller"

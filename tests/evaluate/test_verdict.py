@@ -1,0 +1,189 @@
+"""The trusted side's rules, on real records and real processes: the wall-clock check of
+reported timings, the hand-over of outputs, the settings record, the seeds."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from autoprofiler.evaluate import EvalConfig, evaluate
+from autoprofiler.evaluate.inputs import OutputError, TrialSeeds, load_outputs, save_outputs
+from autoprofiler.evaluate.runner import CHECK_ALL_TIMED_BYTES, TIMED_SAMPLE, _timed_sample
+from autoprofiler.evaluate.settings import settings_changes, speed_settings
+from autoprofiler.evaluate.timing import LoopRecord
+from autoprofiler.evaluate.verdict import check_timing, expected_phase_s
+from autoprofiler.problem import Problem
+
+CONFIG = EvalConfig(device="cpu", min_timing_trials=5)
+
+
+def record(
+    trials: int = 20, trial_ms: float = 10.0, timer: str = "cuda_events", **kw
+) -> LoopRecord:
+    fields = dict(
+        trial_ms=[trial_ms] * trials,
+        host_ms=[trial_ms + 0.02] * trials,
+        timer=timer,
+        setup_s=0.05,
+        pool_s=0.02,
+        loop_s=trials * (trial_ms + 0.5) / 1e3,
+        input_bytes=1 << 20,
+        output_bytes=1 << 20,
+    )
+    fields.update(kw)
+    return LoopRecord(**fields)
+
+
+def test_honest_timings_hold() -> None:
+    candidate, reference = record(trial_ms=5.0), record()
+    wall = expected_phase_s(candidate, reference, CONFIG.warmup_ms) * 1.1
+    assert check_timing(candidate, wall, reference, CONFIG) is None
+
+
+@pytest.mark.parametrize(
+    ("candidate", "wall_s", "words"),
+    [
+        (record(trial_ms=1.0), 2.0, "by the evaluator's clock"),  # work hidden outside trials
+        (record(trial_ms=100.0), 0.5, "reported trials in a"),  # trials longer than the phase
+        (record(trial_ms=5.0, host_ms=[1.0] * 20), 0.2, "timed inside"),  # event > host time
+        (record(trials=2), 0.1, "timed trials where at least"),  # too few trials
+        (record(timer="perf_counter"), 0.3, "the reference with"),  # another timer claimed
+        (record(trial_ms=float("nan")), 0.3, "malformed"),
+    ],
+)
+def test_contradicted_timings_are_refused(candidate: LoopRecord, wall_s: float, words: str):
+    finding = check_timing(candidate, wall_s, record(), CONFIG)
+    assert finding is not None and finding.severity == "reject", finding
+    assert words in finding.detail
+
+
+def test_the_cpu_tolerance_is_the_reference_timers_not_the_candidates() -> None:
+    """A candidate cannot claim the CPU's looser tolerance: the reference's timer decides."""
+    reference = record(timer="cuda_events")
+    candidate = record(trial_ms=1.0)
+    wall = 3 * expected_phase_s(candidate, reference, CONFIG.warmup_ms)
+    assert check_timing(candidate, wall, reference, CONFIG) is not None
+    cpu = record(timer="perf_counter")
+    assert check_timing(replace(candidate, timer="perf_counter"), wall, cpu, CONFIG) is None
+
+
+def test_every_timed_output_is_checked_while_small_else_a_sample() -> None:
+    assert _timed_sample(50, 1024) == list(range(50))
+    sample = _timed_sample(50, CHECK_ALL_TIMED_BYTES)
+    assert len(sample) == TIMED_SAMPLE and set(sample) <= set(range(50))
+    assert _timed_sample(0, 1) == []
+
+
+def test_pool_seeds_are_distinct_and_differ_from_the_base() -> None:
+    seeds = TrialSeeds((1, 2), 12345, 7)
+    pool = [seeds.pool_seed(j) for j in range(-1, 500)]
+    assert len(set(pool)) == len(pool)
+
+
+def test_outputs_cross_as_plain_tensors_and_subclasses_are_refused(tmp_path: Path) -> None:
+    value = (torch.arange(6.0).reshape(2, 3), [torch.ones(2)], 3.5)
+    save_outputs(value, tmp_path / "o.pt")
+    leaves = load_outputs(tmp_path / "o.pt", torch.device("cpu"))
+    assert torch.equal(leaves[0], value[0]) and leaves[2] == 3.5
+
+    class Lazy(torch.Tensor):
+        pass
+
+    with pytest.raises(OutputError) as error:
+        save_outputs(torch.ones(2).as_subclass(Lazy), tmp_path / "l.pt")
+    assert error.value.cheat
+    (tmp_path / "x.pt").write_bytes(b"not a tensor file")
+    with pytest.raises(OutputError, match="unreadable"):
+        load_outputs(tmp_path / "x.pt", torch.device("cpu"))
+    with pytest.raises(OutputError, match="no output"):
+        load_outputs(tmp_path / "missing.pt", torch.device("cpu"))
+
+
+def test_a_settings_change_is_named_and_flagged() -> None:
+    recorded = speed_settings()
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, before - 1) if before > 1 else 2)
+    try:
+        (finding,) = settings_changes(recorded, speed_settings())
+    finally:
+        torch.set_num_threads(before)
+    assert finding.name == "changes_settings" and finding.severity == "flag"
+    assert "num_threads" in finding.detail
+    assert settings_changes(recorded, speed_settings()) == []
+
+
+FORGES_ITS_TIMES = textwrap.dedent(
+    '''
+    """Reports a fiftieth of each trial's time: it patches the harness's clock in its process."""
+    import importlib
+
+    import torch
+    import torch.nn as nn
+
+    _timing = importlib.import_module("auto" + "profiler.evaluate.timing")
+    _trial = _timing._Clock.trial
+
+
+    def _forged(self, fn, args):
+        elapsed, host, out = _trial(self, fn, args)
+        return elapsed / 50, host / 50, out
+
+
+    _timing._Clock.trial = _forged
+
+
+    class ModelNew(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(features, features) / features**0.5)
+
+        def forward(self, x):
+            return (x @ self.weight).clamp_min(0) * 2
+    '''
+)
+
+
+MATMUL = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    batch_size = 2048
+    FEATURES = 2048
+
+
+    class Model(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(features, features) / features**0.5)
+
+        def forward(self, x):
+            return (x @ self.weight).clamp_min(0) * 2
+
+
+    def get_inputs():
+        return [torch.randn(batch_size, FEATURES)]
+
+
+    def get_init_inputs():
+        return [FEATURES]
+    """
+)
+
+
+@pytest.mark.slow
+def test_times_forged_in_the_candidates_process_are_refused_by_the_wall_clock(tmp_path):
+    """The candidate rewrites its own process's clock; the caller's clock disagrees. (A problem
+    whose calls take tens of milliseconds, so that the trials, not the loop's own work, fill
+    the timing phase: on the CPU the tolerance is 2.5x + 0.5 s.)"""
+    problem = Problem(name="matmul", source=MATMUL, origin="<test>")
+    config = EvalConfig(
+        device="cpu", timing_budget_ms=6000, max_timing_trials=2000, other_shape=False
+    )
+    result = evaluate(problem, FORGES_ITS_TIMES, config, work_root=tmp_path)
+    assert not result.correct
+    assert "timing_contradicted" in {f.name for f in result.findings}, result.failure_message
