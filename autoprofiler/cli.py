@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autoprofiler.learn.cli import (
+    CountFlaggedOption,
     EvaluatedDeviceOption,
     EvaluationsOption,
     ExecutorOption,
@@ -218,6 +219,7 @@ def eval_command(
     executor: ExecutorOption = "local",
     workers: WorkersOption = None,
     ray_address: RayAddressOption = None,
+    count_flagged: CountFlaggedOption = False,
 ) -> None:
     """Check CANDIDATE against PROBLEM in an isolated worker and time both.
 
@@ -245,7 +247,8 @@ def eval_command(
     elif as_json:
         typer.echo(json.dumps([{"problem": k, **r.to_dict()} for k, r in rows], indent=1))
     else:
-        console.print(results_table(f"{len(rows)} candidates from {candidate}", rows))
+        title = f"{len(rows)} candidates from {candidate}"
+        console.print(results_table(title, rows, count_flagged))
     raise typer.Exit(0 if all(r.correct for _, r in rows) else 1)
 
 
@@ -507,6 +510,7 @@ def optimize(
     ),
     store: StoreOption = DEFAULT_STORE,
     output: Annotated[Path | None, typer.Option("-o", help="Write results as JSON.")] = None,
+    count_flagged: CountFlaggedOption = False,
 ) -> None:
     """Profile each problem with the tree, rewrite it once, then check and time the candidate."""
     from autoprofiler.evaluate import EvalConfig, evaluate
@@ -554,7 +558,7 @@ def optimize(
                 else:
                     written, result = None, None
             rows.append((problem, profile, candidate, written, result))
-    console.print(optimize_table(rows))
+    console.print(optimize_table(rows, count_flagged))
     if output:
         output.write_text(
             json.dumps(

@@ -44,8 +44,8 @@ class ModelNew(nn.Module):
 FAILING_PROBLEMS = 4
 
 
-def candidates(count: int) -> list[tuple[str, str, str]]:
-    """(problem source, candidate kind, candidate source), deterministic."""
+def candidates(count: int) -> list[tuple[str, str, str, str]]:
+    """(problem name, problem source, candidate kind, candidate source), deterministic."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from kernelbench_crosscheck import read_export, select_pairs
 
@@ -57,17 +57,17 @@ def candidates(count: int) -> list[tuple[str, str, str]]:
         if p.transformation != "compile_max_autotune"
     ][: count - 2 * FAILING_PROBLEMS]
     chosen = [
-        (export.problems[p.problem_hash]["source"], p.kind,
+        (p.key, export.problems[p.problem_hash]["source"], p.kind,
          export.candidates[p.candidate_hash]["source"])
         for p in pairs
     ]  # fmt: skip
-    seen: list[str] = []
-    for problem_source, _, _ in chosen:
-        if problem_source not in seen and len(seen) < FAILING_PROBLEMS:
-            seen.append(problem_source)
-    for source in seen:
-        chosen.append((source, "raises", RAISES))
-        chosen.append((source, "wrong", source + WRONG))
+    seen: dict[str, str] = {}
+    for name, problem_source, _, _ in chosen:
+        if len(seen) < FAILING_PROBLEMS:
+            seen.setdefault(name, problem_source)
+    for name, source in seen.items():
+        chosen.append((name, source, "raises", RAISES))
+        chosen.append((name, source, "wrong", source + WRONG))
     return chosen
 
 
@@ -81,7 +81,7 @@ def measure(args: argparse.Namespace) -> int:
     config = EvalConfig(device="cuda")
     began = time.perf_counter()
     out = Path(args.out)
-    for index, (problem_source, kind, source) in enumerate(candidates(args.candidates)):
+    for index, (name, problem_source, kind, source) in enumerate(candidates(args.candidates)):
         if args.deadline_s and time.perf_counter() - began > args.deadline_s:
             print(f"deadline reached after {index} candidates", flush=True)
             break
@@ -96,6 +96,7 @@ def measure(args: argparse.Namespace) -> int:
             "label": args.label,
             "package": str(Path(autoprofiler.__file__).parent),
             "index": index,
+            "problem": name,
             "kind": kind,
             "correct": result.correct,
             "failure": result.failure_kind.value if result.failure_kind else None,
@@ -130,6 +131,14 @@ def report(rows_path: Path, markdown: Path | None) -> str:
             f"{statistics.median(r['wall_s'] - r['candidate_trials_s'] for r in mine):.2f} | "
             f"{shared:.1f} ({len(common)}) |"
         )
+    names = [name for name, _, _, _ in candidates(max(r["index"] for r in rows) + 1)]
+    lines += ["", "| # | problem | kind | " + " | ".join(f"{lab} s" for lab in labels) + " |"]
+    lines += ["|---|---|---|" + "---|" * len(labels)]
+    by_label = {(r["label"], r["index"]): r for r in rows}
+    for index in sorted(common):
+        kind = by_label[(labels[0], index)]["kind"]
+        walls = " | ".join(f"{by_label[(lab, index)]['wall_s']:.1f}" for lab in labels)
+        lines.append(f"| {index} | {names[index]} | {kind} | {walls} |")
     lines += ["", "| evaluator | kind | n | correct | median wall s |", "|---|---|---|---|---|"]
     for label in labels:
         for kind in sorted({r["kind"] for r in rows}):

@@ -704,9 +704,10 @@ def report_section(rows: list[dict], command: str = "") -> str:
             f"and the candidate's time, `measure_ref_program_time(name, ref, {ref_args})` for "
             "the reference's, each call in a fresh process. Its times are means (rounded by "
             "KernelBench to 3 significant digits) and its speedup the reference's mean over "
-            "the candidate's; ours are medians, reference and candidate timed in one worker "
-            "on the same inputs, and our speedup the ratio of the medians. *ratio* is our "
-            "speedup over KernelBench's."
+            "the candidate's; ours are medians (evaluator v2: the reference timed in the "
+            "trusted reference process, the candidate in its own, each on a pool of distinct "
+            "inputs through the same loop), and our speedup the ratio of the medians. *ratio* "
+            "is our speedup over KernelBench's."
             + (
                 f" Stand-ins and carried packages on KernelBench's side: {', '.join(notes)}."
                 if notes

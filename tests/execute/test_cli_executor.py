@@ -48,6 +48,11 @@ def test_eval_many_candidates_on_two_workers(examples: list[Problem], tmp_path: 
     assert "no candidate for 1 problems: 12_transpose_copy" in result.stderr
     table = runner.invoke(app, args)
     assert "2 candidates from" in table.stdout and "geomean speedup" in table.stdout
+    # The reference renamed calls every op of the reference: flagged, so not a speedup...
+    assert "failures and 2 flagged count 1.0" in " ".join(table.stdout.split())
+    # ... unless asked.
+    counted = runner.invoke(app, [*args, "--count-flagged"])
+    assert "2 flagged counted at their speedups" in " ".join(counted.stdout.split())
 
 
 def test_profile_record_on_two_workers_resumes(tmp_path: Path) -> None:
