@@ -1,10 +1,11 @@
 """Static checks on candidate source: each a small pure function returning findings.
 
-They run in the parent process (the runner), where the candidate cannot reach them, and flag
-code that is suspicious in a kernel rewrite; a ``reject`` finding fails the candidate. The
-dynamic checks in the worker (:mod:`autoprofiler.evaluate.guard`,
-:mod:`autoprofiler.evaluate.audit`, constant outputs, a second input shape, the output
-re-checked after timing) reject the cheats that can be shown at run time.
+They run in the caller (the runner), where the candidate cannot reach them, and flag code that
+is suspicious in a kernel rewrite; a ``reject`` finding fails the candidate. At run time the
+trusted verdict (:mod:`autoprofiler.evaluate.verdict`: outputs of every trial and of the timed
+calls, constant outputs, a second input shape, the wall clock) and the watchers in the
+candidate's process (:mod:`autoprofiler.evaluate.guard`, :mod:`autoprofiler.evaluate.audit`)
+catch what can only be seen then.
 """
 
 from __future__ import annotations
