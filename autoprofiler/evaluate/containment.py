@@ -53,7 +53,7 @@ def _prctl(option: int, value: int) -> None:
         raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
     """Every process below ``root`` (zombies included), from the parent links in /proc."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -88,7 +88,7 @@ def sweep() -> None:
     deadline = time.monotonic() + SWEEP_LIMIT_S
     while True:
         _reap()
-        left = _descendants(os.getpid())
+        left = descendants(os.getpid())
         if not left:
             return
         if time.monotonic() > deadline:

@@ -9,32 +9,15 @@ import pytest
 
 from autoprofiler.evaluate import EvalConfig, evaluate
 from autoprofiler.problem import load_file, source_hash
+from tests.adversarial.cases import HONEST
 
 PROBLEM = Path(__file__).parents[1] / "adversarial" / "redteam_problem.py"
-WRITES_ITS_PIDS = '''
-import os
-import torch
-import torch.nn as nn
-
-with open("pids", "w") as handle:
-    handle.write(f"{{os.getpid()}} {{os.getppid()}}")
-
-
-class ModelNew(nn.Module):
-    """Candidate {index}."""
-
-    def __init__(self, features):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(features, features) / features**0.5)
-
-    def forward(self, x):
-        return (x @ self.weight).clamp_min(0) * 2
-'''
+WRITES_ITS_PIDS = "import os\nopen('pids', 'w').write(f'{os.getpid()} {os.getppid()}')\n"
 CONFIG = EvalConfig(device="cpu", timing_budget_ms=5, warmup_ms=1, min_timing_trials=3)
 
 
 def _pids(tmp_path: Path, index: int) -> tuple[int, int]:
-    source = WRITES_ITS_PIDS.format(index=index)
+    source = WRITES_ITS_PIDS + HONEST + f"\n# candidate {index}\n"
     result = evaluate(load_file(PROBLEM), source, CONFIG, work_root=tmp_path)
     assert result.correct, result.failure_message
     pid, parent = (tmp_path / "candidates" / source_hash(source) / "pids").read_text().split()

@@ -17,6 +17,7 @@ from autoprofiler.evaluate.settings import settings_changes, speed_settings
 from autoprofiler.evaluate.timing import LoopRecord
 from autoprofiler.evaluate.verdict import check_timing, expected_phase_s
 from autoprofiler.problem import Problem
+from tests.adversarial.cases import HONEST
 
 CONFIG = EvalConfig(device="cpu", min_timing_trials=5)
 
@@ -116,34 +117,24 @@ def test_a_settings_change_is_named_and_flagged() -> None:
     assert settings_changes(recorded, speed_settings()) == []
 
 
-FORGES_ITS_TIMES = textwrap.dedent(
-    '''
-    """Reports a fiftieth of each trial's time: it patches the harness's clock in its process."""
-    import importlib
+FORGES_ITS_TIMES = (
+    textwrap.dedent(
+        """
+        import importlib
 
-    import torch
-    import torch.nn as nn
-
-    _timing = importlib.import_module("auto" + "profiler.evaluate.timing")
-    _trial = _timing._Clock.trial
+        _timing = importlib.import_module("auto" + "profiler.evaluate.timing")
+        _trial = _timing._Clock.trial
 
 
-    def _forged(self, fn, args):
-        elapsed, host, out = _trial(self, fn, args)
-        return elapsed / 50, host / 50, out
+        def _forged(self, fn, args):  # a fiftieth of each trial's time is reported
+            elapsed, host, out = _trial(self, fn, args)
+            return elapsed / 50, host / 50, out
 
 
-    _timing._Clock.trial = _forged
-
-
-    class ModelNew(nn.Module):
-        def __init__(self, features):
-            super().__init__()
-            self.weight = nn.Parameter(torch.randn(features, features) / features**0.5)
-
-        def forward(self, x):
-            return (x @ self.weight).clamp_min(0) * 2
-    '''
+        _timing._Clock.trial = _forged
+        """
+    )
+    + HONEST
 )
 
 

@@ -229,33 +229,21 @@ def test_the_supervisor_does_not_load_torch(tmp_path: Path) -> None:
     assert (tmp_path / "seen").read_text() == "False"
 
 
-LEAVES_ITS_SESSION = '''
-import os
-import subprocess
-import torch.nn as nn
-
-_child = subprocess.Popen(["sleep", "300"], start_new_session=True)
-with open("escaped.pid", "w") as handle:
-    handle.write(str(_child.pid))
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(features, features) / features**0.5)
-
-    def forward(self, x):
-        return (x @ self.weight).clamp_min(0) * 2
-'''
+LEAVES_ITS_SESSION = (
+    "import subprocess\n"
+    "_child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+    "open('escaped.pid', 'w').write(str(_child.pid))\n"
+)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux only")
 def test_a_candidate_that_leaves_its_session_leaves_nothing_running(tmp_path: Path) -> None:
     from autoprofiler.evaluate import EvalConfig, evaluate
     from autoprofiler.problem import load_file, source_hash
+    from tests.adversarial.cases import HONEST
 
     problem = load_file(Path(__file__).parents[1] / "adversarial" / "redteam_problem.py")
-    source = "import torch\n" + LEAVES_ITS_SESSION
+    source = LEAVES_ITS_SESSION + HONEST
     config = EvalConfig(device="cpu", timing_budget_ms=5, warmup_ms=1, min_timing_trials=3)
     evaluate(problem, source, config, work_root=tmp_path)
     pid_file = tmp_path / "candidates" / source_hash(source) / "escaped.pid"

@@ -30,6 +30,7 @@ from typing import Protocol
 
 import pytest
 
+from autoprofiler.evaluate.containment import descendants
 from autoprofiler.learn import StudyStorage
 from autoprofiler.learn.study import STUDY_SPACE, TRIAL_SPACE
 from autoprofiler.problem import Problem
@@ -336,24 +337,6 @@ class ModelNew(nn.Module):
 """
 
 
-def _descendants(root: int) -> list[int]:
-    """Every process below ``root`` (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        below = children.get(todo.pop(), [])
-        found += below
-        todo += below
-    return found
-
-
 def _alive(pid: int) -> bool:
     """Running, and not a zombie waiting to be reaped."""
     try:
@@ -384,7 +367,7 @@ def test_an_evaluation_worker_ends_when_its_caller_is_killed(tmp_path: Path) -> 
     while not any((tmp_path / "work").rglob(IN_FORWARD)):
         assert driver.poll() is None and time.monotonic() < deadline, "the candidate never ran"
         time.sleep(0.05)
-    below = _descendants(driver.pid)  # the candidate's process, its zygote or supervisor, ...
+    below = descendants(driver.pid)  # the candidate's process, its zygote or supervisor, ...
     assert below
     driver.kill()
     driver.wait()
