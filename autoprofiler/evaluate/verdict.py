@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from autoprofiler.evaluate.config import EvalConfig
 from autoprofiler.evaluate.inputs import TrialSeeds
 from autoprofiler.evaluate.reference import ProblemReference, ReferenceError
@@ -162,8 +164,6 @@ class Verdict:
         timings: dict[str, dict],
         seeds: TrialSeeds,
     ) -> None:
-        import torch as _torch
-
         self.config = config
         self.reference = reference
         self.timings = timings
@@ -172,7 +172,7 @@ class Verdict:
             problem_hash=problem.content_hash,
             candidate_hash=candidate_hash,
             device=reference.device,
-            torch_version=_torch.__version__,
+            torch_version=torch.__version__,
         )
         self.result.atol, self.result.rtol = config.tolerance_for("float32")
         eager = timings["eager"]
