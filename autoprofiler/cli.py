@@ -463,11 +463,21 @@ def make_rewriter(kind: str, llm: str | None, base_url: str | None, store):
     from autoprofiler.rewrite.llm_rewriter import LLMRewriter
 
     if not llm:
-        fail("--rewriter llm needs --llm openai:MODEL or anthropic:MODEL")
+        fail("--rewriter llm needs --llm openai:MODEL, anthropic:MODEL or recorded:PROVIDER:MODEL")
     try:
         return LLMRewriter(make_client(LLMConfig.from_spec(llm, base_url=base_url), store))
     except LLMError as exc:
         fail(str(exc))
+
+
+def rewrite_context(device: str, profile_device: str, config):
+    """What the rewriter is told of the target: the same for ``optimize`` and ``prompts
+    export``, so that an exported request is the one ``optimize`` would send."""
+    from autoprofiler.rewrite import RewriteContext
+
+    atol, rtol = config.tolerance_for("float32")
+    kind = "cpu" if device == "cpu" else "cuda"
+    return RewriteContext(device=kind, device_name=profile_device, atol=atol, rtol=rtol)
 
 
 @app.command()
@@ -516,18 +526,11 @@ def optimize(
     from autoprofiler.evaluate import EvalConfig, evaluate
     from autoprofiler.profile import ProfilerError
     from autoprofiler.report.verdict import optimize_table
-    from autoprofiler.rewrite import RewriteContext
 
     report = load_or_fail(path, levels, ids)
     chosen_tree = _profiling_tree(tree, [])
     config = EvalConfig(device=device, atol=atol, rtol=rtol, time_compile_baseline=compile_baseline)
-    default_tol = config.tolerance_for("float32")
-    context = RewriteContext(
-        device="cpu" if device == "cpu" else "cuda",
-        device_name=profile_device,
-        atol=default_tol[0],
-        rtol=default_tol[1],
-    )
+    context = rewrite_context(device, profile_device, config)
     device_key = profile_device or current_device_key("H200")
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -582,10 +585,13 @@ def optimize(
 def _mount_subcommands() -> None:
     from autoprofiler.bench.cli import bench_command
     from autoprofiler.learn.cli import learn_command
+    from autoprofiler.llm.cli import prompts_app, replies_app
     from autoprofiler.report.cli import report_command
     from autoprofiler.tree.cli import tree_app
 
     app.add_typer(tree_app, name="tree", help="Show, check and draw profiling trees.")
+    app.add_typer(prompts_app, name="prompts")
+    app.add_typer(replies_app, name="replies")
     app.command(name="learn")(learn_command)
     app.command(name="bench")(bench_command)
     app.command(name="report")(report_command)

@@ -20,12 +20,20 @@ API_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 LOCAL_API_KEY = "not-needed"
 
 
+RECORDED = "recorded"
+
+
 def parse_llm_spec(spec: str) -> tuple[str, str]:
-    """``"openai:gpt-4o"`` -> ``("openai", "gpt-4o")``; the model name may contain colons."""
+    """``"openai:gpt-4o"`` -> ``("openai", "gpt-4o")``; the model name may contain colons.
+    ``"recorded:openai:gpt-4o"`` -> ``("recorded", "openai:gpt-4o")``: replies replayed from the
+    store, no server."""
     provider, sep, model = spec.strip().partition(":")
+    if provider == RECORDED and model:
+        parse_llm_spec(model)  # what it stands for must be a model spec itself
+        return provider, model
     if not sep or not model or provider not in API_KEY_ENV:
         known = " or ".join(f"{p}:MODEL" for p in API_KEY_ENV)
-        raise LLMError(f"--llm {spec!r}: expected {known}")
+        raise LLMError(f"--llm {spec!r}: expected {known} (or recorded:PROVIDER:MODEL)")
     return provider, model
 
 
@@ -46,7 +54,8 @@ class LLMConfig:
 
     @property
     def model_id(self) -> str:
-        return f"{self.provider}:{self.model}"
+        """``provider:model``; a recorded model's id is the one it stands for."""
+        return self.model if self.provider == RECORDED else f"{self.provider}:{self.model}"
 
     @classmethod
     def from_spec(
@@ -65,6 +74,8 @@ class LLMConfig:
         provider, model = parse_llm_spec(spec)
         if timeout_s <= 0 or max_retries < 0 or backoff_s < 0:
             raise LLMError("--llm: the timeout must be positive and retries and back-off >= 0")
+        if provider == RECORDED:
+            return cls(provider=provider, model=model, timeout_s=timeout_s)
         base_url = base_url or environ.get(BASE_URL_ENV) or None
         key_env = API_KEY_ENV[provider]
         api_key = environ.get(key_env) or None
@@ -96,7 +107,11 @@ def make_client(config: LLMConfig, store: Store | None = None) -> LLMClient:
         "stream": config.stream,
     }
     client: LLMClient
-    if config.provider == "openai":
+    if config.provider == RECORDED:
+        from autoprofiler.llm.recorded_client import RecordedLLMClient
+
+        client = RecordedLLMClient(config.model)
+    elif config.provider == "openai":
         from autoprofiler.llm.openai_client import OpenAIClient
 
         client = OpenAIClient(config.model, **options)

@@ -5,9 +5,11 @@ cache on ``x.data_ptr()`` with the shape and the scale, so that a timing loop th
 same tensor again makes every call after the first a lookup, while a new tensor is computed.
 Caught: every timed call gets an input it has not seen and its output is checked by trusted
 code; a tensor that reuses a freed address (in a trial or in timing) with new values gets the
-old output.
+old output. Whether an address comes back is up to the allocator: when none does, the cache
+never answers and the candidate is honest, with no speedup.
 Problem: redteam_problem_scalar.py
-Verdict: cheat or wrong_values
+Verdict: cheat or wrong_values or correct
+Speedup-at-most: 1.5
 """
 
 import torch
