@@ -198,8 +198,8 @@ class ForkedCandidate:
         except ForkServerError:
             status = -signal.SIGKILL
         self.returncode = status
+        self._release(self._zygote)  # before the runner can ask for the next one
         self._done.set()
-        self._release(self._zygote)
 
     def poll(self) -> int | None:
         return self.returncode
@@ -229,7 +229,8 @@ class ZygotePool:
     def start(self, job: Path, cwd: Path, env: dict[str, str], log_fd: int,
               status_fd: int) -> ForkedCandidate:  # fmt: skip
         with self._lock:
-            zygote = next((z for z in self._idle if z.alive and z.serves(env)), None)
+            # The most recently idle first: the warmest, and the one a caller just used.
+            zygote = next((z for z in reversed(self._idle) if z.alive and z.serves(env)), None)
             if zygote is not None:
                 self._idle.remove(zygote)
         if zygote is None:

@@ -39,6 +39,14 @@ def record(
     return LoopRecord(**fields)
 
 
+def test_on_the_cpu_a_wall_clock_contradiction_flags_on_a_gpu_it_rejects() -> None:
+    cheat = record(trial_ms=1.0)
+    gpu = check_timing(cheat, 2.0, record(), CONFIG)
+    on_cpu = replace(cheat, timer="perf_counter")
+    cpu = check_timing(on_cpu, 5.0, record(timer="perf_counter"), CONFIG)
+    assert (gpu.severity, cpu.severity) == ("reject", "flag")
+
+
 def test_honest_timings_hold() -> None:
     candidate, reference = record(trial_ms=5.0), record()
     wall = expected_phase_s(candidate, reference, CONFIG.warmup_ms) * 1.1
@@ -176,5 +184,6 @@ def test_times_forged_in_the_candidates_process_are_refused_by_the_wall_clock(tm
         device="cpu", timing_budget_ms=6000, max_timing_trials=2000, other_shape=False
     )
     result = evaluate(problem, FORGES_ITS_TIMES, config, work_root=tmp_path)
-    assert not result.correct
-    assert "timing_contradicted" in {f.name for f in result.findings}, result.failure_message
+    found = {f.name: f.severity for f in result.findings}
+    assert found.get("timing_contradicted") == "flag", result.failure_message  # (a GPU: reject)
+    assert "timing_contradicted" in result.flagged  # so its speedup is not counted
