@@ -187,7 +187,8 @@ def store_evaluation(
     key: str | None = None,
 ) -> None:
     """Write ``result`` (evaluated here or by an executor's worker, whose ``evaluation_key``
-    is ``key``) with its problem, candidate and baselines, as ``evaluate`` does."""
+    is ``key``) with its problem and candidate, as ``evaluate`` does. (The reference's timings
+    are stored by ``reference_timings``, where the evaluation had the store.)"""
     candidate_hash = source_hash(candidate_source)
     store.put_problem(problem)
     store.put_candidate(candidate_hash, problem.content_hash, candidate_source, "user")
