@@ -91,9 +91,23 @@ def load_or_fail(path: Path, levels: str | None = None, ids: str | None = None) 
     return report
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from autoprofiler import __version__
+
+        typer.echo(f"autoprofiler {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,

@@ -98,3 +98,17 @@ def test_eval_wrong_candidate_exits_1(tmp_path: Path):
     )
     assert result.exit_code == 1
     assert json.loads(result.stdout)["failure_kind"] == "wrong_values"
+
+
+def test_version_and_the_module_entry_point() -> None:
+    import subprocess
+    import sys
+
+    from autoprofiler import __version__
+
+    assert runner.invoke(app, ["--version"]).stdout.strip() == f"autoprofiler {__version__}"
+    done = subprocess.run(
+        [sys.executable, "-m", "autoprofiler", "--version"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == f"autoprofiler {__version__}"

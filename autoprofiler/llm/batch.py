@@ -90,12 +90,13 @@ def _anthropic_line(request: BatchRequest) -> dict[str, Any]:
 
 
 def export_requests(
-    requests: Sequence[BatchRequest], path: Path, store: Store, format: str = "openai"
+    requests: Sequence[BatchRequest], path: Path, store: Store, batch_format: str = "openai"
 ) -> int:
-    """Write ``requests`` to ``path`` as batch lines and record them in ``store``; how many."""
-    if format not in FORMATS:
-        raise BatchError(f"--format must be {' or '.join(FORMATS)}, not {format!r}")
-    line = _openai_line if format == "openai" else _anthropic_line
+    """Write ``requests`` to ``path`` as batch lines (``batch_format``: ``FORMATS``) and
+    record them in ``store``; how many."""
+    if batch_format not in FORMATS:
+        raise BatchError(f"--format must be {' or '.join(FORMATS)}, not {batch_format!r}")
+    line = _openai_line if batch_format == "openai" else _anthropic_line
     seen: dict[str, BatchRequest] = {}
     for request in requests:
         seen.setdefault(request.custom_id, request)  # the same request twice is sent once

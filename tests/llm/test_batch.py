@@ -148,3 +148,11 @@ def test_a_recorded_model_stands_for_the_model_it_names() -> None:
     assert config.model_id == "anthropic:claude-x"
     with pytest.raises(LLMError, match="expected"):
         LLMConfig.from_spec("recorded:nobody", environ={})
+
+
+def test_an_unknown_batch_format_is_one_error_line(tmp_path: Path) -> None:
+    args = ["prompts", "export", str(EXAMPLES), "--ids", "5", "--llm", "openai:m", "--device"]
+    args += ["cpu", "--store", str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "r.jsonl")]
+    result = runner.invoke(app, [*args, "--format", "gemini"])
+    assert result.exit_code == 2 and "--format must be openai or anthropic" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
