@@ -4,7 +4,6 @@ the measuring loop against a stand-in KernelBench (the real one runs on the GPU 
 from __future__ import annotations
 
 import gzip
-import importlib
 import json
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from types import ModuleType
 
 import pytest
 
+from .conftest import import_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 EXPORT = ROOT / "docs" / "results" / "data" / "kernelbench_h200_evaluations.jsonl.gz"
 SCRIPT = ROOT / "benchmarks" / "kernelbench_crosscheck.py"
@@ -22,11 +23,7 @@ SCRIPT = ROOT / "benchmarks" / "kernelbench_crosscheck.py"
 
 @pytest.fixture(scope="module")
 def crosscheck() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("kernelbench_crosscheck")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return import_benchmark("kernelbench_crosscheck")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

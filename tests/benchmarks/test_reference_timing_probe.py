@@ -3,7 +3,6 @@ timing itself runs on the GPU machine)."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -12,17 +11,15 @@ from types import ModuleType
 import pytest
 import torch
 
+from .conftest import import_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "reference_timing_probe.py"
 
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("reference_timing_probe")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return import_benchmark("reference_timing_probe")
 
 
 def test_the_adapter_times_with_our_current_timer(probe) -> None:
