@@ -124,3 +124,11 @@ def test_errors_are_red(tmp_path):
     )
     assert result.exit_code == 2
     assert "\x1b[31m" in result.stderr
+
+
+def test_combined_fixed_trees():
+    tree = resolve_tree("SpeedOfLight+Occupancy+ncu.LaunchStats")
+    assert tree.root.collect == ("ncu.SpeedOfLight", "ncu.Occupancy", "ncu.LaunchStats")
+    assert resolve_tree("static+full+static").root.collect == ("static", "ncu.set.full")
+    with pytest.raises(TreeError, match="'Foo' is neither a fixed tree name nor a metric group"):
+        resolve_tree("SpeedOfLight+Foo")
