@@ -3,7 +3,8 @@
 ``render_profile`` writes a header (device, cost), the top kernels, then one block per group:
 its one-line description and at most ``max_lines`` metrics, the most informative first (the
 curated, static and torch metrics in catalogue order, then ``avg``/percentage/ratio metrics,
-then the rest; ``min``/``max`` roll-ups and bookkeeping columns are left out). Values carry
+then the rest; ``min``/``max`` roll-ups and bookkeeping columns are left out); a section set
+(``ncu.set.full``) is its title and then one such block per member section. Values carry
 readable units (``10.8 ms``, ``5.75 GB``, ``84.8%``). An empty profile says so plainly.
 """
 
@@ -13,7 +14,13 @@ import re
 from collections.abc import Mapping
 
 from autoprofiler.profile.base import KernelSummary, MetricGroup, MetricValue, Profile
-from autoprofiler.profile.catalogue import CURATED24_METRICS, STATIC_METRICS
+from autoprofiler.profile.catalogue import (
+    ALWAYS_KEY,
+    CURATED24_METRICS,
+    STATIC_METRICS,
+    group_yields,
+    section_metrics,
+)
 
 _NOISE = re.compile(r"^(profiler__|derived_temp|launch__(context|device|stream)_id|launch__uses_)")
 _PREFERRED = {
@@ -96,6 +103,25 @@ def _group_block(
     return lines
 
 
+def _by_member(
+    name: str, metrics: list[tuple[str, MetricValue]], catalogue: Mapping[str, MetricGroup]
+) -> list[tuple[str, list[tuple[str, MetricValue]]]]:
+    """A set's metrics as blocks of its member groups (each metric under the first member that
+    yields it; those every ncu run yields, and the rest, under the set), so ``set full`` reads
+    as its sections, each shown as fully as that section alone would be; else one block."""
+    group = catalogue.get(name)
+    if group is None or not group.composite_of:
+        return [(name, metrics)]
+    members = [catalogue[m] for m in group.composite_of if m in catalogue]
+    blocks: dict[str, list[tuple[str, MetricValue]]] = {name: []}
+    blocks.update((m.name, []) for m in members)
+    always = section_metrics().get(ALWAYS_KEY, frozenset())
+    for metric in metrics:
+        owners = (m.name for m in members if group_yields(m, metric[0]))
+        blocks[name if metric[0] in always else next(owners, name)].append(metric)
+    return [(owner, block) for owner, block in blocks.items() if block or owner == name]
+
+
 def render_profile(
     profile: Profile,
     catalogue: Mapping[str, MetricGroup],
@@ -123,7 +149,8 @@ def render_profile(
         g for g in by_group if g not in profile.groups
     )
     for group_name in order:
-        lines += _group_block(group_name, by_group[group_name], catalogue, max_lines)
+        for name, metrics in _by_member(group_name, by_group[group_name], catalogue):
+            lines += _group_block(name, metrics, catalogue, max_lines)
     for skipped in profile.skipped:
         lines.append(f"Not collected: {skipped.group} ({skipped.reason})")
     lines += [f"Note: {note}" for note in profile.notes]
