@@ -1,12 +1,14 @@
 """Evaluator throughput: candidates per minute and harness seconds beyond the timed trials.
 
-Runs one list of candidates through ``autoprofiler.evaluate.evaluate`` one after another (one
-GPU), with the package found under ``--package`` (default: this checkout), so that two
-evaluators (say, the previous commit's, exported with ``git archive``) run the same candidates
-in one device session. Candidates: the H200 export's own (``torch.compile`` wrappers, generated
-Triton kernels, CUDA graphs; chosen by ``kernelbench_crosscheck.select_pairs``, no results
-looked at, max-autotune left out), plus, for the first problems, one that raises and one with
-wrong values. Rows go to a JSONL file as they finish.
+Runs one list of candidates through ``autoprofiler.execute.evaluate_many`` one after another
+(one GPU, as ``eval`` and ``bench`` run them; where the package has a build lane, extensions
+build meanwhile), with the package found under ``--package`` (default: this checkout), so
+that two evaluators (say, the previous commit's, exported with ``git archive``) run the same
+candidates in one device session. Candidates: the H200 export's own (``torch.compile``
+wrappers, generated Triton kernels, CUDA graphs; chosen by
+``kernelbench_crosscheck.select_pairs``, no results looked at, max-autotune left out), for the
+first problems one that raises and one with wrong values, and with ``--kernelbench CHECKOUT``
+KernelBench's own ``load_inline`` examples. Rows go to a JSONL file as they finish.
 
     python benchmarks/evaluator_throughput.py --label new --out rows.jsonl --candidates 40
     python benchmarks/evaluator_throughput.py --label old --package OLD_DIR --out rows.jsonl
@@ -42,6 +44,12 @@ class ModelNew(nn.Module):
         return self.reference(*inputs) + 1.0
 """
 FAILING_PROBLEMS = 4
+EXTENSION_EXAMPLES = [
+    ("model_ex_1.py", "model_new_ex_1.py"),
+    ("model_ex_add.py", "model_new_ex_add.py"),
+    *((f"few_shot/model_ex_{n}.py", f"few_shot/model_new_ex_{n}.py")
+      for n in ("add", "flash_attn", "fuse_gelu", "mnist2", "tiled_matmul")),
+]  # fmt: skip
 
 
 def candidates(count: int) -> list[tuple[str, str, str, str]]:
@@ -71,24 +79,48 @@ def candidates(count: int) -> list[tuple[str, str, str, str]]:
     return chosen
 
 
+def kernelbench_extensions(checkout: Path | None) -> list[tuple[str, str, str, str]]:
+    """KernelBench's own ``load_inline`` examples (reference, candidate), read from the
+    checkout given: CUDA C++ candidates whose build dominates their evaluation."""
+    if checkout is None:
+        return []
+    prompts = checkout / "kernelbench" / "prompts"
+    if not prompts.is_dir():
+        prompts = checkout / "src" / "kernelbench" / "prompts"
+    chosen = []
+    for reference, candidate in EXTENSION_EXAMPLES:
+        ref, cand = prompts / reference, prompts / candidate
+        if ref.is_file() and cand.is_file():
+            name = f"kernelbench/{cand.stem}"
+            chosen.append((name, ref.read_text(), "load_inline", cand.read_text()))
+    return chosen
+
+
 def measure(args: argparse.Namespace) -> int:
     package = Path(args.package) if args.package else Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(package.resolve()))
     import autoprofiler
-    from autoprofiler.evaluate import EvalConfig, evaluate
+    from autoprofiler.evaluate import EvalConfig
+    from autoprofiler.execute import evaluate_many
     from autoprofiler.problem import Problem
 
     config = EvalConfig(device="cuda")
-    began = time.perf_counter()
     out = Path(args.out)
-    for index, (name, problem_source, kind, source) in enumerate(candidates(args.candidates)):
+    chosen = all_candidates(args.candidates, args.kernelbench)
+    pairs = [
+        (Problem(name=f"p{index}", source=problem_source, origin="<export>"), source)
+        for index, (_, problem_source, _, source) in enumerate(chosen)
+    ]
+    began = start = time.perf_counter()
+    # One after another on one GPU, as `autoprofiler eval` and `bench` run them: where the
+    # package has a build lane, the CUDA extensions of later candidates build meanwhile.
+    results = evaluate_many(pairs, config, use_cache=False)
+    for index, (name, _, kind, _) in enumerate(chosen):
         if args.deadline_s and time.perf_counter() - began > args.deadline_s:
             print(f"deadline reached after {index} candidates", flush=True)
             break
-        problem = Problem(name=f"p{index}", source=problem_source, origin="<export>")
-        start = time.perf_counter()
-        result = evaluate(problem, source, config)
-        wall = time.perf_counter() - start
+        result = next(results).result
+        wall, start = time.perf_counter() - start, time.perf_counter()
         timed = 0.0
         if result.candidate is not None:
             timed = result.candidate.trials * result.candidate.mean_ms / 1e3
@@ -109,7 +141,14 @@ def measure(args: argparse.Namespace) -> int:
         print(
             f"{args.label} {index} {kind}: {row['failure'] or 'correct'} {wall:.2f} s", flush=True
         )
+    results.close()
     return 0
+
+
+def all_candidates(count: int, kernelbench: Path | None) -> list[tuple[str, str, str, str]]:
+    """The export's candidates, then KernelBench's extension examples (when a checkout is
+    given), in a fixed order."""
+    return candidates(count) + kernelbench_extensions(kernelbench)
 
 
 def report(rows_path: Path, markdown: Path | None) -> str:
@@ -131,7 +170,9 @@ def report(rows_path: Path, markdown: Path | None) -> str:
             f"{statistics.median(r['wall_s'] - r['candidate_trials_s'] for r in mine):.2f} | "
             f"{shared:.1f} ({len(common)}) |"
         )
-    names = [name for name, _, _, _ in candidates(max(r["index"] for r in rows) + 1)]
+    names = {r["index"]: r["problem"] for r in rows if r.get("problem")}
+    for index, (name, _, _, _) in enumerate(candidates(max(r["index"] for r in rows) + 1)):
+        names.setdefault(index, name)  # rows of an earlier version name no problem
     lines += ["", "| # | problem | kind | " + " | ".join(f"{lab} s" for lab in labels) + " |"]
     lines += ["|---|---|---|" + "---|" * len(labels)]
     by_label = {(r["label"], r["index"]): r for r in rows}
@@ -159,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="new")
     parser.add_argument("--package", help="folder holding the autoprofiler package to measure")
     parser.add_argument("--candidates", type=int, default=40)
+    parser.add_argument(
+        "--kernelbench", type=Path, help="KernelBench checkout: add its load_inline examples"
+    )
     parser.add_argument("--out", default="throughput_rows.jsonl")
     parser.add_argument("--deadline-s", type=float, default=0.0)
     parser.add_argument("--report", type=Path, help="summarize a rows file instead")

@@ -36,6 +36,7 @@ import torch
 
 from autoprofiler.evaluate.audit import AuditWatch
 from autoprofiler.evaluate.config import EvalConfig
+from autoprofiler.evaluate.cuda_ipc import CudaIpcError, OpenedSlab
 from autoprofiler.evaluate.guard import RuntimeGuard, background_work
 from autoprofiler.evaluate.inputs import (
     OutputError,
@@ -43,6 +44,7 @@ from autoprofiler.evaluate.inputs import (
     clone_inputs,
     flatten,
     make_inputs,
+    plain_leaves,
     save_outputs,
 )
 from autoprofiler.evaluate.result import FailureKind, Finding
@@ -178,7 +180,8 @@ class Report:
     failure_kind: str | None = None
     failure_message: str = ""
     stage: str = ""  # "correctness", "timing" or "other_shape" when it failed
-    outputs: dict[str, str] = field(default_factory=dict)  # item name -> output file
+    # item name -> output file, or {"told": what was written into its slab slot}
+    outputs: dict[str, str | dict] = field(default_factory=dict)
     timing: dict | None = None
     findings: list[dict] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
@@ -216,6 +219,7 @@ class _Run:
     module: types.ModuleType | None = None
     candidate: Any = None
     guard: RuntimeGuard | None = None
+    slab: OpenedSlab | None = None
 
     @property
     def candidate_file(self) -> str:
@@ -234,14 +238,31 @@ class _Run:
         self.check_background()
         return output
 
-    def hand_over(self, name: str, output: Any) -> None:
-        path = self.out_dir / f"{name}.pt"
+    def hand_over(self, name: str, output: Any, slot: str | None = None) -> None:
+        """Hand ``output`` over as item ``name``: into its ``slot`` of the GPU slab the trusted
+        side offered (``slot`` defaults to ``name``), else as a file."""
         try:
+            if self.slab is not None:
+                told = self.slab.write(slot or name, plain_leaves(output))
+                if told is not None:
+                    self.report.outputs[name] = {"told": told}
+                    return
+            path = self.out_dir / f"{name}.pt"
             save_outputs(output, path)
         except OutputError as exc:
             kind = FailureKind.CHEAT if exc.cheat else FailureKind.WRONG_SHAPE
             raise CandidateFailure(kind, str(exc)) from None
         self.report.outputs[name] = str(path)
+
+    def open_slab(self) -> None:
+        """Open the GPU slab the job offers, if any (on failure, files it is)."""
+        offer = self.job.get("slab")
+        if offer is None or self.device.type != "cuda":
+            return
+        try:
+            self.slab = OpenedSlab(offer, self.device)
+        except CudaIpcError as exc:
+            log.warning("outputs go to files: %s", exc)
 
     def check_background(self) -> None:
         busy = background_work(self.candidate_file)
@@ -300,7 +321,7 @@ def _correctness(run: _Run, seeds: TrialSeeds) -> None:
             run.flag("mutates_inputs", "the candidate changed its input tensors")
         run.hand_over(f"correctness-{trial}", output)
         del inputs, given, output
-        _release(run.device)
+    _release(run.device)
 
 
 def _timing(run: _Run) -> None:
@@ -322,9 +343,9 @@ def _timing(run: _Run) -> None:
     run.check_background()
     run.report.timing = record.to_dict()
     wanted = run.channel.receive().get("save", [])
-    for index in wanted:
+    for position, index in enumerate(wanted):
         if isinstance(index, int) and 0 <= index < len(outputs):
-            run.hand_over(f"timed-{index}", outputs[index])
+            run.hand_over(f"timed-{index}", outputs[index], f"timed#{position}")
     del outputs
     _release(run.device)
 
@@ -359,6 +380,7 @@ def run_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
             _limit_address_space(config.memory_limit_gb, device)
         run = _Run(job, config, device, report, channel, audit, Path(job["output_dir"]))
         _build(run)
+        run.open_slab()
         try:
             run.check_guard()
             _correctness(run, seeds)
@@ -385,6 +407,24 @@ def run_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
     return report
 
 
+def build_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
+    """The build lane's run: import the candidate and construct it on the CPU (no GPU is
+    visible here), so that the CUDA extensions it compiles at import or construction land in
+    its extension folder before its timed run; never raises."""
+    config = EvalConfig.from_dict({**job["config"], "device": "cpu"})
+    report = Report(device="cpu")
+    run = _Run(job, config, torch.device("cpu"), report, channel, audit, Path(job["output_dir"]))
+    try:
+        _build(run)
+    except CandidateFailure as failure:
+        report.failure_kind = failure.kind.value
+        report.failure_message = failure.message
+    except (Exception, SystemExit) as exc:
+        report.failure_kind = FailureKind.BUILD_ERROR.value
+        report.failure_message = describe_exception(exc, job["candidate_path"])
+    return report
+
+
 def main(argv: list[str], status_fd: int | None = None) -> int:
     """Run the job in ``argv[1]``; ``status_fd`` overrides the job's (a forked child's)."""
     job_path = Path(argv[1])
@@ -394,7 +434,8 @@ def main(argv: list[str], status_fd: int | None = None) -> int:
     channel = _Channel(status_fd if status_fd is not None else job.get("status_fd"))
     audit = AuditWatch(job.get("write_roots", [str(job_path.parent)]))
     audit.install()
-    report = run_candidate(job, channel, audit)
+    run = build_candidate if job.get("build_only") else run_candidate
+    report = run(job, channel, audit)
     _write_atomically(job["report_path"], asdict(report))
     channel.phase("done")
     sys.stdout.flush()

@@ -82,22 +82,30 @@ class OutputError(ValueError):
         self.cheat = cheat
 
 
-def save_outputs(value: Any, path: Path) -> None:
-    """Write the forward's output (flattened, on the host) to ``path``.
+def plain_leaves(value: Any) -> list[Any]:
+    """The forward's output flattened into plain tensors (detached) and numbers.
 
     Raises :class:`OutputError` for a leaf that is not a plain ``torch.Tensor`` or number.
     """
-    leaves = []
+    leaves: list[Any] = []
     for index, leaf in enumerate(flatten(value)):
         if isinstance(leaf, torch.Tensor):
             if type(leaf) is not torch.Tensor and not isinstance(leaf, torch.nn.Parameter):
                 message = f"output {index} is a tensor subclass {type(leaf).__name__}"
                 raise OutputError(message, cheat=True)
-            leaves.append(leaf.detach().cpu())  # a view keeps its strides (no huge copies)
+            leaves.append(leaf.detach())
         elif isinstance(leaf, (bool, int, float)):
             leaves.append(leaf)
         else:
             raise OutputError(f"output {index} is {type(leaf).__name__}, not a tensor")
+    return leaves
+
+
+def save_outputs(value: Any, path: Path) -> None:
+    """Write the forward's output (flattened, on the host) to ``path``; :class:`OutputError`
+    as :func:`plain_leaves` raises it."""
+    # .cpu() of a view keeps its strides (no huge copies)
+    leaves = [leaf.cpu() if torch.is_tensor(leaf) else leaf for leaf in plain_leaves(value)]
     tmp = path.with_suffix(".tmp")
     torch.save(leaves, tmp)
     tmp.replace(path)

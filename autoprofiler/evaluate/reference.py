@@ -25,6 +25,7 @@ import itertools
 import json
 import logging
 import os
+import secrets
 import select
 import subprocess
 import sys
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 START_TIMEOUT_S = 600.0
 KEPT_PROBLEMS = 2  # reference models kept built in the server
+KEPT_SLABS = 2  # output slabs alive at once (a run's is freed after its verdict)
+SLAB_MEMORY_SHARE = 0.25  # a slab takes at most this share of the free GPU memory
 
 
 class ReferenceError(RuntimeError):
@@ -81,6 +84,7 @@ class _Server:
             raise ReferenceError("device cuda asked for, none visible")
         self.device = torch.device(wanted)
         self.built: dict[str, _Built] = {}
+        self.slabs: dict[str, Any] = {}  # slab id -> OutputSlab, the newest last
 
     def problem(self, request: dict) -> _Built:
         """The request's problem, built now when it is not among the last few."""
@@ -98,6 +102,73 @@ class _Server:
         if self.device.type == "cuda":
             return f"cuda:{self.torch.cuda.get_device_name(self.device)}"
         return "cpu"
+
+    def _handed_over(self, request: dict, item: dict) -> list[Any] | dict:
+        """The candidate's output for ``item``: from its slot in the request's slab, or from
+        the file it wrote; an answer (``missing``, ``wrong_shape``) when there is none."""
+        from autoprofiler.evaluate.inputs import OutputError, load_outputs
+
+        if "slot" in item:
+            slab = self.slabs.get(str(request.get("slab_id")))
+            if slab is None or item["slot"] not in slab.slots:
+                return {"kind": "missing", "message": "its output slab is gone"}
+            if item.get("told") is None:
+                return {"kind": "missing", "message": f"no output was handed over ({item['name']})"}
+            got = slab.read(item["slot"], item["told"])
+            if isinstance(got, str):
+                return {"max_abs_diff": 0.0, "mean_abs_diff": 0.0, "kind": "wrong_shape",
+                        "message": got}  # fmt: skip
+            return got
+        try:
+            return load_outputs(Path(item["path"]), self.device)
+        except OutputError as exc:
+            return {"kind": "missing", "message": str(exc)}
+
+    def slab(self, request: dict) -> dict:
+        """A fresh output slab for one candidate run (``correctness`` trials, ``timed`` slots,
+        the second shape): its id and what the candidate needs to open it; ``{"slab": None,
+        "why": ...}`` when the outputs are better handed over on the host."""
+        from autoprofiler.evaluate.cuda_ipc import (
+            DTYPES,
+            SLOT_ALIGN,
+            OutputSlab,
+            device_index,
+            layout_bytes,
+            leaf_layout,
+        )
+
+        if self.device.type != "cuda":
+            return {"slab": None, "why": "not a GPU"}
+        built = self.problem(request)
+        with self.torch.no_grad():
+            main = self._reference_output(built, {"seed": 0})
+            other = self._reference_output(built, {"seed": 0, "other_shape": True})
+        layouts = {f"correctness-{i}": leaf_layout(main) for i in range(request["correctness"])}
+        layouts.update({f"timed#{k}": leaf_layout(main) for k in range(request["timed"])})
+        if other is not None:
+            layouts["other_shape"] = leaf_layout(other)
+        del main, other
+        dtypes = {e["dtype"] for layout in layouts.values() for e in layout if "dtype" in e}
+        if not dtypes <= set(DTYPES):
+            return {"slab": None, "why": f"output dtypes {sorted(dtypes - set(DTYPES))}"}
+        while len(self.slabs) >= KEPT_SLABS:
+            self.slabs.pop(next(iter(self.slabs))).close()
+        self._release()
+        free, _ = self.torch.cuda.mem_get_info(device_index(self.device))
+        size = sum(max(layout_bytes(layout), SLOT_ALIGN) for layout in layouts.values())
+        if size > free * SLAB_MEMORY_SHARE:
+            return {"slab": None, "why": f"{size / 2**30:.1f} GiB is over its share of memory"}
+        slab = OutputSlab(layouts, self.device)
+        slab_id = secrets.token_hex(8)
+        self.slabs[slab_id] = slab
+        return {"slab": slab_id, "offer": slab.offer()}
+
+    def free(self, request: dict) -> dict:
+        """Free the slab ``slab_id`` (gone already is fine)."""
+        slab = self.slabs.pop(str(request.get("slab_id")), None)
+        if slab is not None:
+            slab.close()
+        return {"freed": slab is not None}
 
     def _release(self) -> None:
         gc.collect()
@@ -162,7 +233,6 @@ class _Server:
 
     def judge(self, request: dict) -> dict:
         from autoprofiler.evaluate.compare import compare_outputs, fingerprint, same_fingerprint
-        from autoprofiler.evaluate.inputs import OutputError, load_outputs
 
         built = self.problem(request)
         answers: dict[str, Any] = {}
@@ -178,10 +248,9 @@ class _Server:
                 if expected is None:
                     answers[name] = {"kind": "skipped"}
                     continue
-                try:
-                    got = load_outputs(Path(item["path"]), self.device)
-                except OutputError as exc:
-                    answers[name] = {"kind": "missing", "message": str(exc)}
+                got = self._handed_over(request, item)
+                if isinstance(got, dict):
+                    answers[name] = got
                     continue
                 try:
                     answers[name] = compare_outputs(expected, got, self.config)
@@ -216,7 +285,9 @@ def serve(job: dict, requests: Any, replies: Any) -> None:
     for line in requests:
         try:
             request = json.loads(line)
-            handler = {"time": server.time, "judge": server.judge}[request["op"]]
+            ops = {"time": server.time, "judge": server.judge, "slab": server.slab,
+                   "free": server.free}  # fmt: skip
+            handler = ops[request["op"]]
             reply(handler(request))
         except Exception as exc:
             reply({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:600]})
@@ -327,8 +398,27 @@ class ProblemReference:
         request = {"op": "time", "kind": kind, "seed": seed, "loop": loop, **self._problem}
         return self.process.request(request, timeout_s)
 
-    def judge(self, items: list[dict], timeout_s: float) -> dict:
-        return self.process.request({"op": "judge", "items": items, **self._problem}, timeout_s)
+    def judge(self, items: list[dict], timeout_s: float, slab_id: str | None = None) -> dict:
+        request = {"op": "judge", "items": items, "slab_id": slab_id, **self._problem}
+        return self.process.request(request, timeout_s)
+
+    def offer_slab(self, correctness: int, timed: int, timeout_s: float) -> tuple[str, dict] | None:
+        """A fresh output slab on the GPU for one run (its id, and the offer the candidate
+        opens), or None when the outputs cross on the host (why is logged)."""
+        request = {"op": "slab", "correctness": correctness, "timed": timed, **self._problem}
+        try:
+            reply = self.process.request(request, timeout_s)
+        except ReferenceError as exc:  # a fault here, not a choice: say so
+            log.warning("outputs cross on the host: %s", exc)
+            return None
+        if reply.get("slab") is None:
+            log.info("outputs cross on the host: %s", reply.get("why"))
+            return None
+        return reply["slab"], reply["offer"]
+
+    def free_slab(self, slab_id: str, timeout_s: float) -> None:
+        with contextlib.suppress(ReferenceError):
+            self.process.request({"op": "free", "slab_id": slab_id}, timeout_s)
 
 
 class ReferencePool:

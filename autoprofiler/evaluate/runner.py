@@ -10,6 +10,7 @@ static checks run here too, where the candidate cannot reach them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
 import json
 import logging
@@ -72,6 +73,37 @@ def default_work_root() -> Path:
     return Path(base)
 
 
+def candidate_folder(root: Path, candidate_source: str) -> tuple[Path, Path]:
+    """The candidate's own folder under ``root`` (its builds and caches persist there) and its
+    source file, written."""
+    work_dir = root / "candidates" / source_hash(candidate_source)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    candidate_path = work_dir / "candidate.py"
+    candidate_path.write_text(candidate_source, encoding="utf-8")
+    return work_dir, candidate_path
+
+
+@functools.cache
+def cuda_arch_list() -> str | None:
+    """The visible GPUs' compute capability (``"9.0"``) from ``nvidia-smi``, without a CUDA
+    context here; None when it cannot be told or they differ. Builds in the build lane and
+    in the timed run then compile for the same architecture (the same ninja file)."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,compute_cap", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    caps = dict(
+        line.replace(" ", "").split(",", 1) for line in done.stdout.splitlines() if "," in line
+    )
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible and all(v.strip().isdigit() for v in visible.split(",")):
+        caps = {i: c for i, c in caps.items() if i in {v.strip() for v in visible.split(",")}}
+    return next(iter(caps.values())) if len(set(caps.values())) == 1 else None
+
+
 _device_cache: dict[str, str] = {}
 
 
@@ -83,6 +115,11 @@ def device_name(device: str) -> str:
         use_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
         _device_cache[device] = f"cuda:{torch.cuda.get_device_name(0)}" if use_cuda else "cpu"
     return _device_cache[device]
+
+
+def on_gpu(config: EvalConfig) -> bool:
+    """Whether ``config``'s evaluations run on a CUDA GPU."""
+    return device_name(config.device).startswith("cuda")
 
 
 def evaluation_device(config: EvalConfig) -> str:
@@ -141,10 +178,7 @@ def evaluate(
             return cached
     began = time.perf_counter()
     root = work_root or default_work_root()
-    work_dir = root / "candidates" / candidate_hash
-    work_dir.mkdir(parents=True, exist_ok=True)
-    candidate_path = work_dir / "candidate.py"
-    candidate_path.write_text(candidate_source, encoding="utf-8")
+    work_dir, candidate_path = candidate_folder(root, candidate_source)
     if config.sandbox:
         sandbox_command(config.sandbox, work_dir)  # refuse an unusable sandbox before any work
     try:
@@ -293,6 +327,8 @@ def _worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], lis
     folders = [env[v] for v in (SANDBOX_FOLDERS if config.sandbox else WORK_FOLDERS)]
     for folder in folders:
         Path(folder).mkdir(parents=True, exist_ok=True)
+    if on_gpu(config) and cuda_arch_list():
+        env.setdefault("TORCH_CUDA_ARCH_LIST", cuda_arch_list())
     if device_name(config.device) == "cpu":
         # With no GPU, Triton kernels run in Triton's interpreter, and Inductor compiles in
         # the worker itself rather than in a pool of processes competing for the same cores.
@@ -374,6 +410,9 @@ def _judge_candidate(
         "write_roots": write_roots,
         "parent_pid": None,  # the supervisor is its parent
     }
+    slab = _offer_slab(config, reference, output_bytes)
+    if slab is not None:
+        job["slab"] = slab[1]
     job_path.write_text(json.dumps(job), encoding="utf-8")
     log_path = work_dir / f"worker-{run_id}.log"
     with open(log_path, "wb") as log_file:
@@ -393,13 +432,29 @@ def _judge_candidate(
             )
             result.compiled = exchange.timed_out_in in ("run", "exit")
         else:
-            verdict = Verdict(problem, candidate_hash, config, reference, timings, seeds)
+            slab_id = slab[0] if slab is not None else None
+            verdict = Verdict(problem, candidate_hash, config, reference, timings, seeds, slab_id)
             result = verdict.judge(report, exchange.timing_phase_s, exchange.asked)
     finally:
+        if slab is not None:
+            reference.free_slab(slab[0], config.run_timeout_s)
         shutil.rmtree(output_dir, ignore_errors=True)
         with contextlib.suppress(OSError):
             log_path.replace(work_dir / "worker.log")  # the last run's log
     return result
+
+
+def _offer_slab(
+    config: EvalConfig, reference: ProblemReference, output_bytes: int
+) -> tuple[str, dict] | None:
+    """A GPU slab for this run's outputs (CUDA, no sandbox: a sandbox's own process namespace
+    keeps CUDA IPC out), with a slot per correctness trial, per timed output that may be asked
+    for, and the second shape; None: they cross on the host."""
+    if config.sandbox or not on_gpu(config):
+        return None
+    per_output = max(output_bytes, 1)
+    timed = max(TIMED_SAMPLE, min(config.max_timing_trials, CHECK_ALL_TIMED_BYTES // per_output))
+    return reference.offer_slab(config.correctness_trials, timed, config.run_timeout_s)
 
 
 def _forking() -> bool:

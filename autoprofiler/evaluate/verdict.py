@@ -167,9 +167,11 @@ class Verdict:
         reference: ProblemReference,
         timings: dict[str, dict],
         seeds: TrialSeeds,
+        slab_id: str | None = None,
     ) -> None:
         self.config = config
         self.reference = reference
+        self.slab_id = slab_id  # the GPU slab the outputs were handed over in, if any
         self.timings = timings
         self.seeds = seeds
         self.result = EvalResult(
@@ -216,7 +218,7 @@ class Verdict:
         # The correctness trials were all handed over: judge them first, whatever came later.
         items = self._items(outputs, asked if failed_at is None else [], failed_at is None)
         try:
-            answers = self.reference.judge(items, self._judge_limit())
+            answers = self.reference.judge(items, self._judge_limit(), self.slab_id)
         except ReferenceError as exc:
             return self.fail(FailureKind.REFERENCE_ERROR, str(exc))
         wrong = self._judge_correctness(answers)
@@ -234,30 +236,34 @@ class Verdict:
         return self.config.run_timeout_s
 
     def _items(self, outputs: dict, asked: list[int], include_other: bool) -> list[dict]:
-        def path(name: str) -> str:
+        def where(name: str, slot: str) -> dict:
+            """A file the candidate named, or this item's own slot of the slab (whatever the
+            candidate said about slots) with what it told it wrote there."""
             value = outputs.get(name)
-            return value if isinstance(value, str) else f"<{name}: not handed over>"
+            if isinstance(value, str):
+                return {"path": value}
+            if self.slab_id is not None:
+                told = value.get("told") if isinstance(value, dict) else None
+                return {"slot": slot, "told": told}
+            return {"path": f"<{name}: not handed over>"}
 
         items = [
-            {
-                "name": f"correctness-{i}",
-                "seed": seed,
-                "path": path(f"correctness-{i}"),
-                "correctness": True,
-            }
+            {"name": f"correctness-{i}", "seed": seed, "correctness": True,
+             **where(f"correctness-{i}", f"correctness-{i}")}
             for i, seed in enumerate(self.seeds.correctness)
-        ]
+        ]  # fmt: skip
         items += [
-            {"name": f"timed-{j}", "seed": self.seeds.pool_seed(j), "path": path(f"timed-{j}")}
-            for j in asked
-        ]
+            {"name": f"timed-{j}", "seed": self.seeds.pool_seed(j),
+             **where(f"timed-{j}", f"timed#{k}")}
+            for k, j in enumerate(asked)
+        ]  # fmt: skip
         if include_other:
             items.append(
                 {
                     "name": "other_shape",
                     "seed": self.seeds.other_shape,
-                    "path": path("other_shape"),
                     "other_shape": True,
+                    **where("other_shape", "other_shape"),
                 }
             )
         return items

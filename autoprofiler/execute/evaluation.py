@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from autoprofiler.evaluate import EvalConfig, EvalResult, FailureKind, evaluate
+from autoprofiler.evaluate.build import lane_for
 from autoprofiler.evaluate.runner import (
     cached_evaluation,
     evaluation_key,
@@ -88,10 +89,7 @@ def evaluate_many(
                 continue
         jobs.append(Job(key, evaluate_job, (problem, source, config), label=problem.key))
     if executor is None or replay:
-        for job in jobs:
-            problem, source = asked[job.key]
-            result = evaluate(problem, source, config, store=store, use_cache=False)
-            yield Evaluated(problem, source, result)
+        yield from _evaluate_here([asked[job.key] for job in jobs], config, store, replay)
         return
     results = executor.run(jobs)
     try:
@@ -100,6 +98,26 @@ def evaluate_many(
             yield Evaluated(problem, source, _stored(done, problem, source, config, store))
     finally:
         results.close()  # stops the workers of unfinished jobs when the caller stops early
+
+
+def _evaluate_here(
+    pairs: list[tuple[Problem, str]], config: EvalConfig, store: Store | None, replay: bool
+) -> Iterator[Evaluated]:
+    """One by one in this process, with the CUDA extensions of later candidates built in the
+    build lane meanwhile (each waits for its own build run, at most the compile limit)."""
+    lane = None if replay else lane_for(config)
+    if lane is not None:
+        for problem, source in pairs:
+            lane.submit(problem, source)
+    try:
+        for problem, source in pairs:
+            if lane is not None:
+                lane.wait(source, config.compile_timeout_s)
+            result = evaluate(problem, source, config, store=store, use_cache=False)
+            yield Evaluated(problem, source, result)
+    finally:
+        if lane is not None:
+            lane.close()
 
 
 def _stored(

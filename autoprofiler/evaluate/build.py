@@ -1,0 +1,189 @@
+"""The build lane: candidates' CUDA extensions compiled on the CPU cores ahead of their runs.
+
+A candidate that calls ``torch.utils.cpp_extension.load_inline`` spends most of its evaluation
+in ``nvcc`` (KernelBench's own few-shot example: 46 s of a 55 s evaluation), and the GPU idles
+meanwhile. :class:`BuildLane` starts such candidates, several at once, in build-only runs: the
+candidate's own process (fresh, under the containment supervisor, no GPU visible) imports it
+and constructs ``ModelNew`` on the CPU, so that the extension lands in the candidate's own
+extension folder, the one its timed run uses (:func:`~autoprofiler.evaluate.runner.
+candidate_folder`). Its timed run then finds the library built and only loads it. A build run
+hands nothing to the verdict: one that fails, hangs or is cut short only means the timed run
+builds (and fails) as it would have without the lane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from autoprofiler.evaluate.config import EvalConfig
+from autoprofiler.evaluate.containment import supervised_command
+from autoprofiler.evaluate.runner import (
+    _stop,
+    _worker_env,
+    candidate_folder,
+    default_work_root,
+)
+from autoprofiler.problem import Problem, source_hash
+
+log = logging.getLogger(__name__)
+
+EXTENSION_BUILD = re.compile(r"\bload_inline\b|cpp_extension\.load\b|\bcpp_extension import load\b")
+MAX_WORKERS = 8
+JOBS_PER_BUILD = "2"
+
+
+def needs_build(source: str) -> bool:
+    """Whether the candidate compiles a C++/CUDA extension (``load_inline`` and kin)."""
+    return bool(EXTENSION_BUILD.search(source))
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    """What a build run did: whether it got through import and construction, in how long."""
+
+    built: bool
+    seconds: float
+    message: str = ""
+
+
+def lane_workers() -> int:
+    """Builds at once: half the CPU cores (``nvcc`` and ``ninja`` use more), at most 8."""
+    return max(1, min(MAX_WORKERS, (os.cpu_count() or 2) // 2))
+
+
+class BuildLane:
+    """Build runs in the background, one per candidate source that needs a build.
+
+    ``submit`` queues a candidate (nothing happens for one that needs no build, and each
+    source is built once); ``wait`` blocks until its build run is over, or for at most
+    ``timeout_s``; ``close`` stops the runs still going.
+    """
+
+    def __init__(
+        self, config: EvalConfig, work_root: Path | None = None, workers: int | None = None
+    ) -> None:
+        self.config = config
+        self.root = work_root or default_work_root()
+        self._pool = ThreadPoolExecutor(workers or lane_workers(), "autoprofiler-build")
+        self._builds: dict[str, Future[BuildOutcome]] = {}
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, problem: Problem, source: str) -> None:
+        if not needs_build(source) or self.config.sandbox:
+            return
+        key = source_hash(source)
+        with self._lock:
+            if key not in self._builds and not self._closed:
+                self._builds[key] = self._pool.submit(self._build, problem, source)
+
+    def wait(self, source: str, timeout_s: float | None = None) -> BuildOutcome | None:
+        """The outcome of ``source``'s build run (None: none was asked, or not over in time)."""
+        future = self._builds.get(source_hash(source))
+        if future is None:
+            return None
+        try:
+            return future.result(timeout=timeout_s)
+        except TimeoutError:
+            return None
+
+    def _build(self, problem: Problem, source: str) -> BuildOutcome:
+        began = time.perf_counter()
+        work_dir, candidate_path = candidate_folder(self.root, source)
+        run_id = f"build-{os.getpid()}-{time.monotonic_ns()}"
+        report_path = work_dir / f"report-{run_id}.json"
+        job_path = work_dir / f"job-{run_id}.json"
+        output_dir = work_dir / run_id
+        output_dir.mkdir()
+        env, write_roots = _worker_env(work_dir, self.config)
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the GPU is the timing lane's
+        env.setdefault("MAX_JOBS", JOBS_PER_BUILD)
+        job = {
+            "build_only": True,
+            "problem_source": problem.source,
+            "candidate_path": str(candidate_path),
+            "config": self.config.to_dict(),
+            "output_dir": str(output_dir),
+            "report_path": str(report_path),
+            "status_fd": None,
+            "write_roots": [*write_roots, str(output_dir)],
+            "parent_pid": None,
+        }
+        job_path.write_text(json.dumps(job), encoding="utf-8")
+        command = [sys.executable, "-m", "autoprofiler.evaluate.candidate", str(job_path)]
+        with open(work_dir / f"{run_id}.log", "wb") as log_file:
+            process = subprocess.Popen(
+                supervised_command(command),
+                cwd=work_dir,
+                stdin=subprocess.PIPE,  # closed by _stop; a build run reads nothing
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        with self._lock:
+            self._running.add(process)
+        try:
+            process.wait(timeout=self.config.compile_timeout_s)
+        except subprocess.TimeoutExpired:
+            log.info("%s: build run over %g s, stopped", problem.key, self.config.compile_timeout_s)
+        finally:
+            _stop(process)
+            with self._lock:
+                self._running.discard(process)
+            job_path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                os.rmdir(output_dir)
+        outcome = _outcome(report_path, time.perf_counter() - began)
+        done = "done" if outcome.built else f"failed ({outcome.message})"
+        log.info("%s: build run %s in %.1f s", problem.key, done, outcome.seconds)
+        return outcome
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            running = list(self._running)
+        for future in self._builds.values():
+            future.cancel()
+        for process in running:
+            _stop(process)
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> BuildLane:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _outcome(report_path: Path, seconds: float) -> BuildOutcome:
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return BuildOutcome(False, seconds, "no report (killed or timed out)")
+    finally:
+        report_path.unlink(missing_ok=True)
+    if not isinstance(report, dict) or report.get("failure_kind"):
+        message = str(report.get("failure_message", "")) if isinstance(report, dict) else ""
+        return BuildOutcome(False, seconds, message.splitlines()[0][:200] if message else "")
+    return BuildOutcome(True, seconds)
+
+
+def lane_for(config: EvalConfig) -> BuildLane | None:
+    """A build lane for evaluations under ``config``, or None where it would not help: in a
+    sandbox (the timed run's folders are its own) or with ``AUTOPROFILER_BUILD_LANE=0``."""
+    if config.sandbox or os.environ.get("AUTOPROFILER_BUILD_LANE") == "0":
+        return None
+    return BuildLane(config)
