@@ -1,5 +1,5 @@
 """``python -m autoprofiler``: the same as the ``autoprofiler`` command."""
 
-from autoprofiler.cli import app
+from autoprofiler.cli.main import app
 
 app(prog_name="autoprofiler")

@@ -164,7 +164,8 @@ def load_problems(
     """Load problems from a ``.py`` file, a folder, a KernelBench checkout or a JSONL file.
 
     ``levels`` selects KernelBench levels; ``ids`` selects by the number that starts the file
-    name (KernelBench checkouts and plain folders) or the ``problem_id`` of a JSONL row.
+    name (KernelBench checkouts, plain folders and a single file, which has no level) or the
+    ``problem_id`` of a JSONL row.
     Bad sources are reported in ``LoadReport.errors``; good ones are kept. A path that does
     not exist or holds nothing loadable raises ``ProblemError``.
     """
@@ -174,7 +175,8 @@ def load_problems(
     if path.is_file() and path.suffix == ".jsonl":
         return _load_jsonl(path, levels, ids)
     if path.is_file():
-        return _collect([lambda: load_file(path)])
+        wanted = levels is None and _id_filter(ids, _id_from_stem(path.stem))
+        return _collect([lambda: load_file(path)] if wanted else [])
     kb_root = _kernelbench_root(path)
     if kb_root is not None:
         jobs = []
@@ -198,29 +200,43 @@ def _natural_key(path: Path) -> tuple:
     return (number if number is not None else 1 << 30, path.stem)
 
 
+def _row_problem(line: str) -> dict:
+    """A JSONL line as a problem row (raises ``ValueError`` saying why it is not one)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(row, dict):
+        raise ValueError(f"a JSON {type(row).__name__}, not an object")
+    for field_name in ("name", "source"):
+        if not isinstance(row.get(field_name), str):
+            raise ValueError(f"no {field_name!r} text")
+    return row
+
+
 def _load_jsonl(path: Path, levels: Sequence[int] | None, ids: Sequence[int] | None) -> LoadReport:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"{path}: cannot read: {exc}") from None
     jobs = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            origin = f"{path}:{line_no}"
-            try:
-                row = json.loads(line)
-                name, source = row["name"], row["source"]
-                level, problem_id = row.get("level"), row.get("problem_id")
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                jobs.append(_raiser(f"{origin}: not a problem row: {exc}"))
-                continue
-            if levels is not None and level not in levels:
-                continue
-            if not _id_filter(ids, problem_id):
-                continue
-            jobs.append(
-                lambda s=source, n=name, o=origin, lv=level, pid=problem_id: problem_from_source(
-                    s, n, o, lv, pid
-                )
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        origin = f"{path}:{line_no}"
+        try:
+            row = _row_problem(line)
+        except ValueError as exc:
+            jobs.append(_raiser(f"{origin}: not a problem row: {exc}"))
+            continue
+        level, problem_id = row.get("level"), row.get("problem_id")
+        if (levels is not None and level not in levels) or not _id_filter(ids, problem_id):
+            continue
+        jobs.append(
+            lambda s=row["source"], n=row["name"], o=origin, lv=level, pid=problem_id: (
+                problem_from_source(s, n, o, lv, pid)
             )
+        )
     return _collect(jobs)
 
 

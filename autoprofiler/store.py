@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 OPEN_TIMEOUT_S = 30.0
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,6 +59,12 @@ def content_key(*parts: Any) -> str:
 
 # The key-value space of the rewriter candidates the learner caches (carried by exports too).
 CANDIDATE_SPACE = "learn.candidate"
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether ``path`` starts as an SQLite database does (raises ``OSError`` if unreadable)."""
+    with Path(path).open("rb") as handle:
+        return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
 class StoreError(RuntimeError):

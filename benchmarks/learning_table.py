@@ -68,7 +68,7 @@ def _learn(args: argparse.Namespace, start: str, store: Path) -> tuple[str, floa
         "--train", args.train, "--seed", str(args.seed), "--budget", f"{args.budget:g}",
         "--rewriter", args.rewriter, "--proposer", "search",
         "--iterations", str(args.iterations), "--patience", "10", "--device", "cuda",
-        "--start", start, "--out", str(args.work / f"{name}.json"),
+        "--start", start, "-o", str(args.work / f"{name}.json"),
     ]  # fmt: skip
     began = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, check=False)

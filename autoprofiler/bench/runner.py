@@ -114,6 +114,8 @@ class Bench:
     ``configurations`` are the fixed trees scored without a budget (default: every fixed
     configuration); ``compile_baseline`` also evaluates ``torch.compile`` of each test problem,
     for the speedups over it; ``executor`` runs the evaluations (default: one by one here).
+    Without ``use_cache`` nothing stored by an earlier run is reused: candidates, evaluations,
+    baselines and scored rows are made again (the studies' trials are kept and continued).
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class Bench:
         compile_baseline: bool = True,
         configurations: Mapping[str, ProfilingTree] = FIXED_TREES,
         executor: Executor | None = None,
+        use_cache: bool = True,
     ) -> None:
         self.name = name
         self.store = store
@@ -144,6 +147,7 @@ class Bench:
         self.compile_baseline = compile_baseline
         self.configurations = dict(configurations)
         self.executor = executor
+        self.use_cache = use_cache
         self.rewriter_id = rewriter_cache_id(rewriter)
         self._stats: list[CacheStats] = []
         self._compile_runs = 0
@@ -164,6 +168,7 @@ class Bench:
             context=self.context,
             rewriter_id=self.rewriter_id,
             executor=self.executor,
+            use_cache=self.use_cache,
         )
         self._stats.append(scorer.stats)
         return scorer
@@ -266,7 +271,11 @@ class Bench:
         baselines = self._recorded_compile_baselines()
         pairs = [(p, compiled_candidate(p)) for p in test if p.content_hash not in baselines]
         for problem, _, result in evaluate_many(
-            pairs, self.eval_config, executor=self.executor, store=self.store
+            pairs,
+            self.eval_config,
+            executor=self.executor,
+            store=self.store,
+            use_cache=self.use_cache,
         ):
             self._compile_runs += not result.from_cache
             kind = result.failure_kind.value if result.failure_kind else ""
@@ -296,7 +305,7 @@ class Bench:
     ) -> ConfigScore:
         """``tree`` scored on ``problems`` under the scorer's budget, from the store if done."""
         key = f"{self.name}/{tree.content_hash}/{_budget_key(scorer.budget_s)}"
-        stored = self.store.get(ROW_SPACE, key)
+        stored = self.store.get(ROW_SPACE, key) if self.use_cache else None
         if stored is not None:
             # The same tree may have been scored under another name (a learned tree that is
             # a fixed one): the outcomes are the same.

@@ -78,13 +78,17 @@ class CachedRewriter(Rewriter):
     """``rewriter`` with its candidates kept in ``store``, keyed by problem, profile content,
     rewriter id and context. Failed candidates are cached too (the rewriter is deterministic,
     or its LLM replies are cached); a rewriter that raises is not, and gives a failed
-    candidate."""
+    candidate. Without ``use_cache`` a stored candidate is not read (the rewriter is asked
+    again); what it gives is stored all the same."""
 
-    def __init__(self, rewriter: Rewriter, store: Store, rewriter_id: str) -> None:
+    def __init__(
+        self, rewriter: Rewriter, store: Store, rewriter_id: str, use_cache: bool = True
+    ) -> None:
         self.rewriter = rewriter
         self.store = store
         self.id = rewriter_id
         self.name = rewriter.name
+        self.use_cache = use_cache
         self.hits = 0
 
     def key(self, problem: Problem, profile: Profile | None, context: RewriteContext) -> str:
@@ -100,7 +104,7 @@ class CachedRewriter(Rewriter):
         self, problem: Problem, profile: Profile | None, context: RewriteContext
     ) -> Candidate:
         key = self.key(problem, profile, context)
-        stored = self.store.get(CANDIDATE_SPACE, key)
+        stored = self.store.get(CANDIDATE_SPACE, key) if self.use_cache else None
         if stored is not None:
             self.hits += 1
             return Candidate.from_dict(stored)
@@ -120,7 +124,9 @@ class TreeScorer:
 
     ``budget_s`` is the profiling budget per problem (None: unlimited); ``context`` what the
     rewriter is told about the target; ``eval_config`` how candidates are judged;
-    ``executor`` where they are (default: one by one in this process).
+    ``executor`` where they are (default: one by one in this process). Without ``use_cache``
+    the store's candidates and evaluations from earlier runs are not reused (this scorer
+    still remembers what it did itself).
     """
 
     def __init__(
@@ -135,6 +141,7 @@ class TreeScorer:
         context: RewriteContext | None = None,
         rewriter_id: str | None = None,
         executor: Executor | None = None,
+        use_cache: bool = True,
     ) -> None:
         self.profiler = profiler
         self.store = store
@@ -142,8 +149,11 @@ class TreeScorer:
         self.objective = objective or Objective()
         self.eval_config = eval_config or EvalConfig()
         self.context = context or RewriteContext()
-        self.rewriter = CachedRewriter(rewriter, store, rewriter_id or rewriter_cache_id(rewriter))
+        self.rewriter = CachedRewriter(
+            rewriter, store, rewriter_id or rewriter_cache_id(rewriter), use_cache
+        )
         self.executor = executor
+        self.use_cache = use_cache
         self.stats = CacheStats()
         self._memo: dict[tuple[str, str], tuple[Candidate, EvalResult | None]] = {}
         self._unevaluated: list[tuple[str, str]] = []  # memo keys of candidates to evaluate
@@ -195,7 +205,11 @@ class TreeScorer:
             waiting.setdefault((key[0], source_hash(source)), []).append(key)
         pairs = [(by_hash[key[0]], self._memo[key][0].source) for key in todo]
         for done in evaluate_many(
-            pairs, self.eval_config, executor=self.executor, store=self.store
+            pairs,
+            self.eval_config,
+            executor=self.executor,
+            store=self.store,
+            use_cache=self.use_cache,
         ):
             asked = waiting[(done.problem.content_hash, source_hash(done.source))]
             for index, key in enumerate(asked):

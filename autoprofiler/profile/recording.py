@@ -300,7 +300,9 @@ def import_recordings(path: str | Path, store: Store) -> int:
                     profile = _expand(row["profile"], row["group"], units)
                     store.put_profile_record(row["hash"], row["device"], row["group"], profile)
                     count += 1
-    except (OSError, EOFError, json.JSONDecodeError, KeyError) as exc:
+    except KeyError as exc:
+        raise ProfilerError(f"{path}: cannot read recordings: no {exc.args[0]!r} field") from None
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
         raise ProfilerError(f"{path}: cannot read recordings: {exc}") from None
     return count
 

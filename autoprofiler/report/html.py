@@ -4,6 +4,7 @@ pictures as inline SVG; nothing is fetched when it is opened)."""
 from __future__ import annotations
 
 import base64
+import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from html import escape
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from autoprofiler.bench.result import BenchResult, BudgetResult, ConfigScore
 from autoprofiler.report import plots
+from autoprofiler.report.compare import comparison
 from autoprofiler.report.tables import (
     COLUMNS,
     PARETO_COLUMNS,
@@ -20,6 +22,8 @@ from autoprofiler.report.tables import (
     row_cells,
 )
 from autoprofiler.report.verdict import mark_flagged
+from autoprofiler.rewrite.llm_rewriter import LLMRewriter
+from autoprofiler.rewrite.rules import RuleRewriter
 from autoprofiler.tree.export import export_svg
 from autoprofiler.tree.serialize import tree_from_dict
 
@@ -33,6 +37,9 @@ tr.over td { color: #999; } tr.learned td { font-weight: 600; background: #fdf1e
 dl { display: grid; grid-template-columns: max-content auto; gap: 2px 14px; font-size: 14px; }
 dt { font-weight: 600; } figure { margin: 1em 0; } figcaption { font-size: 13px; color: #555; }
 img { max-width: 100%; } .tree { overflow-x: auto; } .note { color: #555; font-size: 14px; }
+p.versus { font-size: 14px; border-left: 3px solid #ccc; padding-left: .6em; }
+p.versus.worse { border-left-color: #c0392b; } p.versus strong { color: #a93226; }
+summary { cursor: pointer; }
 """
 
 
@@ -54,11 +61,42 @@ def _figure(data: bytes, alt: str, caption: str) -> str:
     )
 
 
+def _class_path(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+_SETTINGS_HASH = re.compile(r"[0-9a-f]{12}")
+
+
+def rewriter_name(rewriter_id: str) -> str:
+    """The rewriter as ``--rewriter`` names it, from the id a bench records (``CLASS:NAME``,
+    then an LLM's ``provider:model`` and sampling settings' hash): the rule rewriter's name
+    (``rules``, ``rules-without-A``), ``llm (provider:model)``, or another class's
+    ``MODULE:CLASS`` with the name it gives itself."""
+    path, _, name = rewriter_id.partition(":")
+    if not name:
+        return rewriter_id
+    if path == _class_path(RuleRewriter):
+        return name
+    if path == _class_path(LLMRewriter):
+        name, _, model = name.partition(":")
+        head, _, tail = model.rpartition(":")
+        return f"{name} ({head if head and _SETTINGS_HASH.fullmatch(tail) else model})"
+    module, _, kind = path.rpartition(".")
+    return f"{module}:{kind} (named {name})" if module else rewriter_id
+
+
+def _problem_list(bench: BenchResult, hashes: Sequence[str]) -> str:
+    """The problems' names, folded under their count."""
+    names = ", ".join(bench.names.get(h, h) for h in hashes)
+    return f"<details><summary>{len(hashes)} problems</summary>{escape(names)}</details>"
+
+
 def _settings(bench: BenchResult) -> str:
     spec = bench.spec
     evaluation = spec.get("evaluation", {})
     items = {
-        "rewriter": spec.get("rewriter", ""),
+        "rewriter": rewriter_name(str(spec.get("rewriter", ""))),
         "proposer": spec.get("proposer", ""),
         "profiles recorded on": spec.get("recorded_device", ""),
         "evaluated on": f"{evaluation.get('device', '')} (configuration "
@@ -66,15 +104,12 @@ def _settings(bench: BenchResult) -> str:
         "objective": str(spec.get("objective", {}).get("name", "")),
         "flagged candidates": flagged_rule(bench.objective().count_flagged),
         "seed": str(spec.get("seed", "")),
-        "training problems": ", ".join(bench.names.get(h, h) for h in bench.train),
-        "test problems": ", ".join(bench.names.get(h, h) for h in bench.test),
         "torch.compile": _compile_line(bench),
     }
-    return (
-        "<dl>"
-        + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items.items())
-        + "</dl>"
-    )
+    rows = [f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items.items()]
+    for what, hashes in (("training problems", bench.train), ("test problems", bench.test)):
+        rows.append(f"<dt>{what}</dt><dd>{_problem_list(bench, hashes)}</dd>")
+    return "<dl>" + "".join(rows) + "</dl>"
 
 
 def _compile_line(bench: BenchResult) -> str:
@@ -89,6 +124,20 @@ def _compile_line(bench: BenchResult) -> str:
     )
 
 
+def _versus(bench: BenchResult, budget: BudgetResult) -> str:
+    """The comparison of the learned tree with no profile and the best fixed configuration,
+    a sentence a line, the learned tree's shortfalls in bold."""
+    sentences = comparison(bench, budget)
+    if not sentences:
+        return ""
+    lines = [
+        "".join(f"<strong>{escape(c.text)}</strong>" if c.worse else escape(c.text) for c in s)
+        for s in sentences
+    ]
+    worse = any(c.worse for s in sentences for c in s)
+    return f'<p class="{"versus worse" if worse else "versus"}">{"<br>".join(lines)}</p>'
+
+
 def _budget_section(bench: BenchResult, budget: BudgetResult) -> str:
     rows = []
     for row in bench.table(budget):
@@ -99,6 +148,7 @@ def _budget_section(bench: BenchResult, budget: BudgetResult) -> str:
     return (
         f"<h3>{escape(budget_title(bench, budget))}</h3>"
         + _table(COLUMNS, rows)
+        + _versus(bench, budget)
         + f'<p class="note">Study <code>{escape(budget.study)}</code>: '
         f"{len(budget.trials)} trials, {accepted} accepted, stopped ({escape(budget.stop_reason)})"
         f"; on the training problems {escape(start.objective)} {start.value:.4g} (start tree) "
@@ -119,13 +169,18 @@ def _pareto_section(bench: BenchResult) -> str:
     )
 
 
-def _tree_section(budget: BudgetResult) -> str:
-    svg = export_svg(tree_from_dict(budget.learned.tree))
-    svg = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
-    return (
-        f"<figure><div class='tree'>{svg}</div><figcaption>tree learned under "
-        f"{escape(budget.label)}</figcaption></figure>"
-    )
+def _tree_sections(bench: BenchResult) -> list[str]:
+    """One picture per distinct learned tree, captioned with every budget that learned it."""
+    sections = []
+    for budgets in plots.learned_groups(bench):
+        svg = export_svg(tree_from_dict(budgets[0].learned.tree))
+        svg = svg.split("?>", 1)[1] if svg.startswith("<?xml") else svg
+        under = "; ".join(b.label for b in budgets)
+        sections.append(
+            f"<figure><div class='tree'>{svg}</div><figcaption>tree learned under "
+            f"{escape(under)}</figcaption></figure>"
+        )
+    return sections
 
 
 def _outcome_rows(
@@ -178,9 +233,10 @@ FIGURES: tuple[tuple[str, Callable[[BenchResult], bytes], str, str], ...] = (
         plots.pareto_plot,
         "quality against profiling cost",
         "Geomean speedup over eager against mean profiling seconds per problem: fixed "
-        "configurations (circles, run without a budget) and learned trees (stars). An "
-        "asterisk after a name: some of its groups were not recorded for some problems, "
-        "so the point shows what was recorded.",
+        "configurations (circles, run without a budget), learned trees (stars), the Pareto "
+        "front and each budget (dashed, labelled with its value). Points at one place share "
+        "one label. An asterisk after a name: some of its groups were not recorded for some "
+        "problems, so the point shows what was recorded.",
     ),
     (
         "metrics",
@@ -192,9 +248,12 @@ FIGURES: tuple[tuple[str, Callable[[BenchResult], bytes], str, str], ...] = (
         "winners",
         plots.winners_heatmap,
         "per-problem winners",
-        "Each test problem's speedup over eager under each configuration (failures, and "
-        "flagged candidates unless counted, at 1.0x); framed cells are the best for that "
-        "problem (within 1 %).",
+        "Each test problem's speedup over eager under each configuration. Hatched grey "
+        "cells are failures (fail: no correct candidate; flag: a flagged one, unless "
+        "flagged candidates are counted), which the scores count as the eager reference "
+        "kept in place; framed cells are the best for that problem (within 1 %). A learned "
+        "column marked +N alike stands for N more budgets that learned the same tree with "
+        "the same outcomes.",
     ),
     (
         "learning",
@@ -228,7 +287,7 @@ def _bench_section(bench: BenchResult) -> str:
         "<h3>Plots</h3>",
         *figures,
         "<h3>Learned trees</h3>",
-        *(_tree_section(b) for b in bench.budgets),
+        *_tree_sections(bench),
         "<h3>Per-problem outcomes</h3>",
         _outcomes(bench),
         "</section>",

@@ -11,9 +11,7 @@ from pathlib import Path
 from autoprofiler.bench.result import BenchResult
 from autoprofiler.bench.runner import RUN_SPACE, learning_curve
 from autoprofiler.learn.study import StudyStorage
-from autoprofiler.store import Store, StoreError
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
+from autoprofiler.store import Store, StoreError, is_sqlite_file
 
 
 class ReportError(ValueError):
@@ -43,7 +41,9 @@ def _from_json(path: Path) -> list[BenchResult]:
         data = json.loads(path.read_text(encoding="utf-8"))
         rows = data if isinstance(data, list) else [data]
         return [BenchResult.from_dict(row) for row in rows]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+    except KeyError as exc:
+        raise ReportError(f"{path}: not bench results: no {exc.args[0]!r} field") from None
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
         raise ReportError(f"{path}: not bench results: {exc}") from None
 
 
@@ -52,8 +52,7 @@ def load_benches(path: str | Path, names: Sequence[str] = ()) -> list[BenchResul
     when given. Raises ``ReportError`` when there is nothing to report."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            is_store = handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+        is_store = is_sqlite_file(path)
     except OSError as exc:
         raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
     benches = _from_store(path) if is_store else _from_json(path)

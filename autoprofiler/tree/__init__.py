@@ -4,6 +4,7 @@ from autoprofiler.tree.edits import Edit, Prune, Rewrite, Split, edit_from_dict
 from autoprofiler.tree.export import export_mermaid, export_svg, export_text, node_label
 from autoprofiler.tree.fixed import FIXED_GROUPS, FIXED_TREES, fixed_tree, resolve_tree
 from autoprofiler.tree.model import OPERATORS, Condition, Node, ProfilingTree, TreeError
+from autoprofiler.tree.render import TreeFormat, format_for_path, render_tree
 from autoprofiler.tree.run import run_tree
 from autoprofiler.tree.serialize import (
     load_tree,
@@ -26,13 +27,16 @@ __all__ = [
     "Rewrite",
     "Split",
     "TreeError",
+    "TreeFormat",
     "edit_from_dict",
     "export_mermaid",
     "export_svg",
     "export_text",
     "fixed_tree",
+    "format_for_path",
     "load_tree",
     "node_label",
+    "render_tree",
     "resolve_tree",
     "run_tree",
     "save_tree",

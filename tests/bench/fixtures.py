@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from autoprofiler.bench import LEARNED, BenchResult, BudgetResult, ConfigScore
-from autoprofiler.cli import app
+from autoprofiler.cli.main import app
 from autoprofiler.learn import Objective, ProblemOutcome
 from autoprofiler.problem import load_problems
 from autoprofiler.tree.model import Node, ProfilingTree

@@ -107,13 +107,25 @@ def test_a_rerun_skips_finished_work_and_adds_a_budget(bench_run: BenchRun, tmp_
     assert "budget unlimited" in done.output
 
 
+def test_no_cache_rewrites_and_evaluates_again(bench_run: BenchRun, tmp_path: Path) -> None:
+    """A rerun reuses the stored rows, candidates and evaluations; with --no-cache it makes
+    them again (the study's trials, records of what was tried, are kept)."""
+    store = Path(shutil.copy(bench_run.store, tmp_path / "store.sqlite"))
+    done = invoke(bench_args(store, bench_run.problems, "--json", "--no-cache"))
+    assert done.exit_code == 0, done.output
+    stats = json.loads(done.stdout)["stats"]
+    assert stats["rewrites_run"] == stats["rewrites"] > 0
+    assert stats["evaluations_run"] == stats["evaluations"] > 0
+    assert stats["compile_baselines_run"] == len(TEST)
+
+
 def test_cost_weights_learn_cheaper_trees_and_print_the_pareto_front(
     bench_run: BenchRun, tmp_path: Path
 ) -> None:
     store = Path(shutil.copy(bench_run.store, tmp_path / "store.sqlite"))
     out = tmp_path / "weighted.json"
     done = invoke(
-        bench_args(store, bench_run.problems, "--cost-weights", "0,10000", "--out", str(out))
+        bench_args(store, bench_run.problems, "--cost-weights", "0,10000", "--output", str(out))
     )
     assert done.exit_code == 0, done.output
     result = BenchResult.from_dict(json.loads(out.read_text(encoding="utf-8")))
@@ -225,7 +237,7 @@ def test_learn_and_optimize_replay_recorded_evaluations(
     optimize = [
         "optimize", str(ROOT / "examples" / "problems" / "12_transpose_copy.py"), "--replay",
         "--profile-device", "H200", "--store", str(tmp_path / "learn.sqlite"), "--device", "cpu",
-        "--evaluated-device", "cpu", "--out", str(tmp_path / "candidates"),
+        "--evaluated-device", "cpu", "--candidates-dir", str(tmp_path / "candidates"),
         "-o", str(tmp_path / "optimized.json"),
     ]  # fmt: skip
     done = invoke(optimize, tmp_path / "home")
@@ -241,12 +253,13 @@ def test_learn_and_optimize_replay_recorded_evaluations(
         (["--budgets", "5,x"], "bad budget 'x' in '5,x'"),
         (["--budgets", "-1"], "bad budget '-1'"),
         (["--test", "nothing_like_this"], "no problem named nothing_like_this"),
-        (["--train", "1.5", "--test", ""], "a training fraction must be in (0, 1)"),
-        (["--recorded-device", "B200"], "no recordings of 'B200'"),
-        (["--evaluations", "/no/such/file.jsonl.gz"], "cannot read recorded evaluations"),
+        (["--train", "1.5", "--test", ""], "a training fraction must be in (0, 1], not 1.5"),
+        (["--train", "1.0", "--test", ""], "a training fraction must be in (0, 1), not 1.0"),
+        (["--profile-device", "B200"], "no recordings of 'B200'"),
+        (["--evaluations", "/no/such/file.jsonl.gz"], "/no/such/file.jsonl.gz: no such file"),
         (["--evaluated-device", "cuda:B200"], "no evaluations recorded on 'cuda:B200'"),
         (["--seed", "7"], "bench 'bench' was run with a different seed"),
-        (["--device", "tpu"], "--device must be one of auto, cuda, cpu"),
+        (["--device", "tpu"], "'--device': must be one of auto, cuda, cpu, not 'tpu'"),
     ],
 )
 def test_bad_input_is_one_error_line(bench_run: BenchRun, extra: list[str], message: str) -> None:
@@ -257,6 +270,8 @@ def test_bad_input_is_one_error_line(bench_run: BenchRun, extra: list[str], mess
 
 def test_without_recordings_or_problems_it_says_what_is_missing(tmp_path: Path) -> None:
     done = invoke(["bench", "--store", str(tmp_path / "s.sqlite"), "--replay"])
-    assert done.exit_code == 2 and "none: pass --recordings" in done.output
+    assert done.exit_code == 2 and "the store holds no recorded profiles: pass --recordings" in (
+        done.output
+    )
     done = invoke(["bench", "--store", str(tmp_path / "s.sqlite")])
     assert done.exit_code == 2 and "--problems is needed" in done.output

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from autoprofiler.cli import app
+from autoprofiler.cli.main import app
 from autoprofiler.evaluate.baselines import reference_as_candidate
 from autoprofiler.problem import Problem
 from tests.conftest import SCALE_PROBLEM
@@ -23,7 +23,7 @@ from .conftest import EXAMPLES, ROOT
 from .test_local import pid_gone
 
 runner = CliRunner()
-CLI = [sys.executable, "-c", "from autoprofiler.cli import app; app()"]
+CLI = [sys.executable, "-c", "from autoprofiler.cli.main import app; app()"]
 STOP_LIMIT_S = 30.0
 SLOW_CANDIDATE = """
 import os, time
@@ -57,7 +57,7 @@ def test_eval_many_candidates_on_two_workers(examples: list[Problem], tmp_path: 
 
 def test_profile_record_on_two_workers_resumes(tmp_path: Path) -> None:
     args = ["profile", str(EXAMPLES), "--ids", "5,9,12", "--record", "-g", "static,torch.ops"]
-    args += ["--store", str(tmp_path / "s.sqlite"), "--workers", "2", "--device", "cpu"]
+    args += ["--store", str(tmp_path / "s.sqlite"), "--workers", "2", "--profile-device", "cpu"]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "recorded 6, already there 0, failed 0 (cpu" in first.stdout

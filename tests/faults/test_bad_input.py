@@ -16,7 +16,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from autoprofiler.cli import app
+from autoprofiler.cli.main import app
 from tests.adversarial.cases import PROBLEM_PATH
 
 runner = CliRunner()
@@ -68,21 +68,21 @@ def assert_one_line_error(result: Result, words: str, code: int = 2) -> None:
         (["eval", "good.py", "latin1.py"], "cannot read", 2),
         (["eval", "good.py", "good.py", "--store", "store.sqlite"], "not a usable", 2),
         (["problems", "empty"], "no .py problem files", 2),
-        (["problems", "bad.jsonl"], "not a problem row", 1),
+        (["problems", "bad.jsonl"], "bad.jsonl:1: not a problem row", 2),
         (["tree", "show", "broken_tree.json"], "malformed JSON", 2),
         (["tree", "show", "unknown_group.json"], "unknown group 'ncu.NoSuchSection'", 2),
         (["tree", "show", "no_such_tree"], "no such tree file", 2),
-        (["profile", "good.py", "--ids", "x"], "--ids takes numbers", 2),
+        (["profile", "good.py", "--ids", "x"], "'--ids': takes numbers", 2),
         (["optimize", "good.py", "--rewriter", "llm"], "needs --llm", 2),
         (
             ["optimize", "good.py", "--replay", "--recordings", "no_such.jsonl.gz"],
-            "cannot read recordings",
+            "no_such.jsonl.gz: no such file",
             2,
         ),
         (["bench", "--store", "b.sqlite", "--replay", "--recordings", "gone.gz"], "gone.gz", 2),
         (
             ["optimize", "good.py", "--rewriter", "magic"],
-            "must be rules, rules-without-NAME or llm",
+            "must be rules, rules-without-NAME, llm or MODULE:NAME, not 'magic'",
             2,
         ),
         (

@@ -40,7 +40,7 @@ from autoprofiler.store import Store
 from tests.learn.conftest import RECORDINGS, ROOT, TRAIN
 from tests.learn.test_cli import learn_args, write_jsonl
 
-RUN_APP = "from autoprofiler.cli import app; app()"
+RUN_APP = "from autoprofiler.cli.main import app; app()"
 CLI = [sys.executable, "-c", RUN_APP]
 # A batch of profiles is written in a few milliseconds: the recording runs with each write
 # slowed down (as on a slow disk), so that a kill can land between two records of one batch.
@@ -221,11 +221,11 @@ class LearnRun:
     out: Path
 
     def argv(self) -> list[str]:
-        args = [*learn_args(self.store, self.problems, STUDY), "--out", str(self.out)]
+        args = [*learn_args(self.store, self.problems, STUDY), "-o", str(self.out)]
         created = query(
             self.store, "SELECT 1 FROM kv WHERE space=? AND key=?", (STUDY_SPACE, STUDY)
         )
-        return [*CLI, "learn", *args, *(["--resume"] if created else [])]
+        return [*CLI, *args, *(["--resume"] if created else [])]
 
     def records(self) -> dict[str, str]:
         return dict(query(self.store, "SELECT key, value FROM kv WHERE space=?", (TRIAL_SPACE,)))

@@ -1,5 +1,5 @@
-"""``autoprofiler learn`` (``learn_command``): killed with SIGKILL mid-study and resumed, in
-subprocesses; and its one-line errors."""
+"""``autoprofiler learn``: killed with SIGKILL mid-study and resumed, in subprocesses; and its
+one-line errors."""
 
 from __future__ import annotations
 
@@ -13,24 +13,25 @@ import time
 from pathlib import Path
 
 import pytest
-import typer
+from click.testing import Result
 from typer.testing import CliRunner
 
+from autoprofiler.cli.main import app
 from autoprofiler.learn import LearnConfig, LocalSearchProposer, StudyStorage, TreeLearner
-from autoprofiler.learn.cli import learn_command
 from autoprofiler.problem import Problem
 from autoprofiler.store import Store
 
 from .conftest import RECORDINGS, ROOT, TRAIN, make_scorer
 from .gated_rewriter import GatedRewriter
 
-RUN = "import typer; from autoprofiler.learn.cli import learn_command; typer.run(learn_command)"
+RUN = "from autoprofiler.cli.main import app; app()"
 KILL_LIMIT_S = 90.0
 
 
 def learn_args(store: Path, problems: Path, study: str) -> list[str]:
+    """``autoprofiler learn`` with these arguments: a study of the gated rewriter."""
     return [
-        "--store", str(store), "--study", study, "--problems", str(problems),
+        "learn", "--store", str(store), "--study", study, "--problems", str(problems),
         "--recordings", str(RECORDINGS), "--train", "2", "--budget", "20",
         "--rewriter", "tests.learn.gated_rewriter:slow_to_rewrite", "--proposer", "search",
         "--iterations", "3", "--patience", "3", "--edits-per-round", "3", "--device", "cpu",
@@ -90,11 +91,9 @@ def test_a_study_killed_with_sigkill_resumes_without_losing_or_repeating_a_trial
     assert path == [(t.round, t.index, t.edit, t.state) for t in whole.trials]
 
 
-@pytest.fixture
-def cli() -> typer.Typer:
-    app = typer.Typer()
-    app.command()(learn_command)
-    return app
+def learn(*args: str) -> Result:
+    """``autoprofiler learn ARGS`` in this process."""
+    return CliRunner().invoke(app, ["learn", *args])
 
 
 @pytest.mark.parametrize(
@@ -103,22 +102,23 @@ def cli() -> typer.Typer:
         (["--rewriter", "tests.learn.gated_rewriter:GATE_METRIC"], "gives a str, not a Rewriter"),
         (["--rewriter", "no_such_module:Rewriter"], "cannot import"),
         (["--train", "nothing_like_this"], "no problem named nothing_like_this"),
-        (["--device", "tpu"], "--device must be one of auto, cuda, cpu"),
+        (["--device", "tpu"], "'--device': must be one of auto, cuda, cpu, not 'tpu'"),
         (["--proposer", "llm"], "--proposer llm needs --llm"),
-        (["--recorded-device", "B200"], "no recordings of 'B200'"),
+        (["--profile-device", "B200"], "no recordings of 'B200'"),
+        (["--levels", "7"], "no problems with recordings on H200 with --levels 7"),
     ],
 )
-def test_bad_options_give_one_error_line(
-    cli: typer.Typer, store_path: Path, extra: list[str], message: str
-) -> None:
-    args = ["--store", str(store_path), "--study", "errors", "--train", ",".join(TRAIN)]
-    result = CliRunner().invoke(cli, [*args, *extra])
+def test_bad_options_give_one_error_line(store_path: Path, extra: list[str], message: str) -> None:
+    args = ["--store", str(store_path), "--study", "errors"]
+    args += [] if "--levels" in extra else ["--train", ",".join(TRAIN)]
+    result = learn(*args, *extra, "-q")
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+    assert len(result.output.strip().splitlines()) == 1, result.output
 
 
 def test_a_heavy_cost_weight_learns_a_tree_that_profiles_nothing(
-    cli: typer.Typer, store_path: Path, train: list[Problem], tmp_path: Path
+    store_path: Path, train: list[Problem], tmp_path: Path
 ) -> None:
     """The gated rewriter needs static's milliseconds of profiling to do well; at 10000 per
     second of profiling those cost more than they buy, and the study keeps the empty tree."""
@@ -126,14 +126,14 @@ def test_a_heavy_cost_weight_learns_a_tree_that_profiles_nothing(
     out = tmp_path / "tree.json"
     args = learn_args(store_path, problems, "weighted")
     args[args.index("--rewriter") + 1] = "tests.learn.gated_rewriter:GatedRewriter"
-    result = CliRunner().invoke(cli, [*args, "--cost-weight", "10000", "--out", str(out)])
+    result = CliRunner().invoke(app, [*args, "--cost-weight", "10000", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text(encoding="utf-8"))["root"]["collect"] == []
     assert "exp(-10000/s)" in " ".join(result.output.split())
 
 
 def test_count_flagged_reaches_the_studys_objective(
-    cli: typer.Typer, store_path: Path, train: list[Problem], tmp_path: Path
+    store_path: Path, train: list[Problem], tmp_path: Path
 ) -> None:
     """Every candidate of the gated rewriter is flagged (``same_op_as_reference``) on these
     problems: by default they count as failures (1.0x, where the start tree's slow candidates
@@ -146,11 +146,32 @@ def test_count_flagged_reaches_the_studys_objective(
     geomeans = {"strict": r"1\.000x", "counted": r"0\.\d+x"}
     for study, extra in (("strict", []), ("counted", ["--count-flagged"])):
         args[args.index("--study") + 1] = study
-        result = CliRunner().invoke(cli, [*args, *extra])
+        result = CliRunner().invoke(app, [*args, *extra])
         assert result.exit_code == 0, result.output
         assert re.search(r"flagged\W+2\W+2\W", result.output), result.output
-        assert re.search(rf"geomean\s+│\s+{geomeans[study]}", result.output), result.output
+        assert re.search(rf"geomean speedup\s+│\s+{geomeans[study]}", result.output), result.output
     with Store(store_path) as store:
         strict, counted = (StudyStorage(store).get(name) for name in ("strict", "counted"))
     assert strict is not None and "count_flagged" not in strict.objective
     assert counted is not None and counted.objective["count_flagged"] is True
+
+
+def test_no_cache_evaluates_again_what_the_store_holds(
+    store_path: Path, train: list[Problem], tmp_path: Path
+) -> None:
+    """A second study over the same problems finds every candidate and evaluation in the
+    store; with --no-cache it rewrites and evaluates them again."""
+    problems = write_jsonl(tmp_path / "problems.jsonl", train)
+    args = learn_args(store_path, problems, "")
+    args[args.index("--iterations") + 1] = "0"
+
+    def summary(study: str, *extra: str) -> str:
+        args[args.index("--study") + 1] = study
+        result = CliRunner().invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        return " ".join(result.stdout.split())
+
+    summary("cached-first")
+    assert "cache hit rate 100% (0 rewrites and 0 evaluations run)" in summary("cached-again")
+    fresh = summary("fresh", "--no-cache")
+    assert re.search(r"cache hit rate 0% \([1-9]\d* rewrites and [1-9]\d* evaluations run\)", fresh)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from autoprofiler.cli import app
+from autoprofiler.cli.main import app
 from autoprofiler.evaluate.baselines import reference_as_candidate
 from autoprofiler.llm import LLMConfig, LLMError
 from autoprofiler.llm.batch import EXPORTED_SPACE, parse_reply
@@ -81,7 +81,7 @@ def test_replies_in_then_optimize_asks_no_server(tmp_path: Path) -> None:
     configuration = missing.split("-")[1]
     args = ["optimize", str(EXAMPLES), "--ids", "5,7", "--tree", configuration, "--replay"]
     args += ["--rewriter", "llm", "--llm", "recorded:openai:gpt-test", "--profile-device", "H200"]
-    args += ["--device", "cpu", "--store", store, "--out", str(tmp_path / "out")]
+    args += ["--device", "cpu", "--store", store, "--candidates-dir", str(tmp_path / "out")]
     ran = runner.invoke(app, [*args, "-o", str(tmp_path / "results.json")])
     assert ran.exit_code == 0, ran.output
     rows = {row["problem"]: row for row in json.loads((tmp_path / "results.json").read_text())}
@@ -154,5 +154,6 @@ def test_an_unknown_batch_format_is_one_error_line(tmp_path: Path) -> None:
     args = ["prompts", "export", str(EXAMPLES), "--ids", "5", "--llm", "openai:m", "--device"]
     args += ["cpu", "--store", str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "r.jsonl")]
     result = runner.invoke(app, [*args, "--format", "gemini"])
-    assert result.exit_code == 2 and "--format must be openai or anthropic" in result.stderr
+    assert result.exit_code == 2
+    assert "'--format': must be one of openai, anthropic, not 'gemini'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,28 +17,12 @@ from autoprofiler.problem import Problem
 from autoprofiler.profile.base import Profile
 from autoprofiler.report.html import render_report
 from autoprofiler.report.load import load_benches
-from autoprofiler.report.plots import heatmap_data, pareto_front, winners
+from autoprofiler.report.plots import heatmap_data, learned_groups, pareto_front, winners
 from autoprofiler.report.verdict import optimize_table, results_table, verdict_table
 from autoprofiler.rewrite.base import Candidate
 from autoprofiler.store import Store
 from tests.bench.fixtures import BenchRun, flagged_bench, invoke
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
-# Appended to a copy of the page: the title says how many images decoded, and of how many.
-IMAGE_CHECK = (
-    "<script>window.addEventListener('load', () => { const i = [...document.images];"
-    " document.title = 'decoded ' + i.filter(x => x.complete && x.naturalWidth > 0).length"
-    " + ' of ' + i.length + ', svg ' + document.querySelectorAll('svg').length; });</script>"
-)
+from tests.report.chromium import needs_chromium, render_in_chromium
 
 
 def write(source: Path, out: Path, *extra: str) -> str:
@@ -53,7 +36,9 @@ def page(bench_run: BenchRun, tmp_path_factory: pytest.TempPathFactory) -> str:
     return write(bench_run.store, tmp_path_factory.mktemp("report") / "report.html")
 
 
-def test_the_page_holds_the_tables_plots_and_trees_and_fetches_nothing(page: str) -> None:
+def test_the_page_holds_the_tables_plots_and_trees_and_fetches_nothing(
+    bench_run: BenchRun, page: str
+) -> None:
     for name in ("none", "static", "SpeedOfLight", "basic", "detailed", "full", "curated24"):
         assert f"<td>{name}</td>" in page
     assert page.count("<table>") == 3  # a table per budget, and the per-problem outcomes
@@ -63,7 +48,8 @@ def test_the_page_holds_the_tables_plots_and_trees_and_fetches_nothing(page: str
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 4
     assert all(base64.b64decode(i).startswith(b"\x89PNG\r\n\x1a\n") for i in images)
-    assert page.count("<svg") == 2 and "collect static" in page  # the learned trees
+    trees = learned_groups(BenchResult.from_dict(bench_run.results_data()))
+    assert page.count("<svg") == len(trees) and "collect static" in page  # the learned trees
     # Self-contained: no scripts, no style sheets or images fetched, no links out.
     assert "<script" not in page and "<link" not in page
     assert not re.search(r'(src|href)="(?!data:)', page)
@@ -102,27 +88,13 @@ def test_the_learning_curve_is_read_from_the_stored_study(bench_run: BenchRun) -
     assert bench.budgets[0].trials == stored.budgets[0].trials
 
 
-@pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-)
-def test_the_page_renders_in_headless_chromium(page: str, tmp_path: Path) -> None:
-    checked = tmp_path / "checked.html"
-    checked.write_text(page.replace("</body>", IMAGE_CHECK + "</body>"), encoding="utf-8")
-    command = [
-        str(CHROMIUM),
-        *CHROMIUM_FLAGS,
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--virtual-time-budget=10000",
-        "--dump-dom",
-        checked.as_uri(),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "<title>decoded 4 of 4, svg 2</title>" in done.stdout, done.stdout[:500]
-    shot = tmp_path / "shot.png"
-    command[-2:] = ["--window-size=1200,2400", f"--screenshot={shot}", checked.as_uri()]
-    subprocess.run(command, capture_output=True, timeout=120, check=True)
+@needs_chromium
+def test_the_page_renders_in_headless_chromium(
+    bench_run: BenchRun, page: str, tmp_path: Path
+) -> None:
+    dom, shot = render_in_chromium(page, tmp_path, 2400)
+    trees = len(learned_groups(BenchResult.from_dict(bench_run.results_data())))
+    assert f"<title>decoded 4 of 4, svg {trees}</title>" in dom, dom[:500]
     assert shot.stat().st_size > 20_000  # a page with pictures, not a blank one
 
 
@@ -144,7 +116,7 @@ def an_empty_store(folder: Path) -> Path:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (a_missing_file, "cannot read"),
+        (a_missing_file, "no such file or folder"),
         (a_json_file_of_something_else, "not bench results"),
         (an_empty_store, "holds no bench results"),
     ],
@@ -173,10 +145,13 @@ def test_pareto_front_and_winners() -> None:
 
 def test_the_heatmap_has_a_row_per_test_problem(bench_run: BenchRun) -> None:
     bench = BenchResult.from_dict(bench_run.results_data())
-    problems, labels, speedups = heatmap_data(bench)
-    assert problems == ["12_transpose_copy", "15_max_pool"]
-    assert labels[-2:] == ["learned @ 5 s", "learned @ 20 s"] and len(labels) == 9
-    assert all(len(row) == 9 for row in speedups)
+    data = heatmap_data(bench)
+    assert data.problems == ["12_transpose_copy", "15_max_pool"]
+    trees = learned_groups(bench, same_outcomes=True)
+    assert data.labels[: len(bench.fixed)] == [c.name for c in bench.fixed]
+    assert data.labels[len(bench.fixed)].startswith("learned @ 5 s")
+    assert len(data.labels) == len(bench.fixed) + len(trees) == 7 + len(trees)
+    assert all(len(row) == len(data.labels) for row in data.speedups + data.failures)
 
 
 def test_the_page_counts_and_marks_flagged_candidates() -> None:

@@ -5,8 +5,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from typer.testing import CliRunner
 
+from autoprofiler.cli.main import app
 from autoprofiler.tree import FIXED_TREES, TreeError, fixed_tree, resolve_tree
-from autoprofiler.tree.cli import tree_app
 
 from .conftest import EXPERT
 
@@ -51,7 +51,7 @@ def test_fixed_tree_errors_and_resolution(tmp_path):
 
 
 def _run(*args: str):
-    result = runner.invoke(tree_app, list(args))
+    result = runner.invoke(app, ["tree", *args])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result
 
@@ -120,7 +120,7 @@ def test_errors_are_one_red_line(tmp_path, args, message):
 
 def test_errors_are_red(tmp_path):
     result = runner.invoke(
-        tree_app, ["validate", str(tmp_path / "x.json")], env={"FORCE_COLOR": "1"}
+        app, ["tree", "validate", str(tmp_path / "x.json")], env={"FORCE_COLOR": "1"}
     )
     assert result.exit_code == 2
     assert "\x1b[31m" in result.stderr

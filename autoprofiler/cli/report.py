@@ -1,5 +1,4 @@
-"""``autoprofiler report``: the bench results as one self-contained HTML page. Mounted on the
-main app as ``app.command(name="report")(report_command)``."""
+"""``autoprofiler report``: bench results as one self-contained HTML page."""
 
 from __future__ import annotations
 
@@ -8,29 +7,33 @@ from typing import Annotated
 
 import typer
 
+from autoprofiler.cli.console import fail, note
+from autoprofiler.cli.options import OutputFileOption, checked, must_exist
+
 
 def report_command(
     source: Annotated[
-        Path, typer.Argument(help="A store, or the JSON written by 'autoprofiler bench -o'.")
+        Path,
+        typer.Argument(
+            callback=checked(must_exist),
+            help="A store, or the JSON written by 'autoprofiler bench -o'.",
+        ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")] = Path(
-        "report.html"
-    ),
+    output: OutputFileOption = Path("report.html"),
     bench: Annotated[
         list[str] | None,
         typer.Option("--bench", help="Only these benches (default: every one); repeatable."),
     ] = None,
     figures: Annotated[
         Path | None,
-        typer.Option(help="Also write the plots as PNG files into this folder."),
+        typer.Option("--figures", help="Also write the plots as PNG files into this folder."),
     ] = None,
 ) -> None:
-    """Write bench results as one self-contained HTML page.
+    """Write bench results as one self-contained HTML page (-o).
 
     The page holds the tables per budget, plots (quality against profiling cost and against
     the number of metrics, per-problem winners, learning curves) and the learned trees.
     """
-    from autoprofiler.cli import console, fail
     from autoprofiler.report.load import ReportError, load_benches
 
     try:
@@ -42,11 +45,10 @@ def report_command(
     except ReportError as exc:
         fail(str(exc))
     try:
-        written = write_report(benches, out)
+        written = write_report(benches, output)
         pictures = write_figures(benches, figures) if figures is not None else []
     except OSError as exc:
-        fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
-    names = ", ".join(b.name for b in benches)
-    console.print(f"wrote {written} (bench {names})", highlight=False)
+        fail(f"cannot write {exc.filename or output}: {exc.strerror or exc}")
+    note(f"wrote {written} (bench {', '.join(b.name for b in benches)})")
     if pictures:
-        console.print(f"wrote {len(pictures)} figures into {figures}", highlight=False)
+        note(f"wrote {len(pictures)} figures into {figures}")

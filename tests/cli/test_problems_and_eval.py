@@ -1,4 +1,4 @@
-"""The command line: one-line errors, tables, JSON."""
+"""`problems` and `eval` on the command line: one-line errors, tables, JSON, the entry points."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from autoprofiler.cli import app
-
-from .conftest import SCALE_PROBLEM
+from autoprofiler.cli.main import app
+from tests.conftest import SCALE_PROBLEM
 
 runner = CliRunner()
 

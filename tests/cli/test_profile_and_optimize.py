@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from autoprofiler.cli import app
+from autoprofiler.cli.main import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "problems"
 RECORDINGS = ROOT / "tests" / "data" / "recordings" / "examples_h200.jsonl.gz"
 EXPERT = ROOT / "examples" / "trees" / "expert.json"
@@ -34,7 +34,7 @@ def _replay(tmp_path: Path, *extra: str) -> str:
             "--replay",
             "--recordings",
             str(RECORDINGS),
-            "--device",
+            "--profile-device",
             "H200",
             "--store",
             str(tmp_path / "s.sqlite"),
@@ -115,7 +115,7 @@ def test_optimize_writes_and_checks_a_generated_triton_kernel(tmp_path: Path):
             "cpu",
             "--store",
             str(tmp_path / "s.sqlite"),
-            "--out",
+            "--candidates-dir",
             str(tmp_path / "cands"),
             "-o",
             str(out),

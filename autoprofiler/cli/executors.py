@@ -1,0 +1,71 @@
+"""Where a command's evaluations and recordings run (``--executor``, ``--workers``,
+``--ray-address``), under a progress line on stderr; Ctrl-C keeps what finished."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from autoprofiler.cli.console import fail, messages
+
+if TYPE_CHECKING:
+    from autoprofiler.evaluate import EvalConfig, EvalResult
+    from autoprofiler.execute import Executor
+    from autoprofiler.problem import Problem
+    from autoprofiler.profile import RecordingReport
+    from autoprofiler.store import Store
+
+
+def make_executor(kind: str, workers: int | None, ray_address: str | None) -> Executor:
+    """The executor the options ask for (a context manager), or one error line."""
+    from autoprofiler.execute import ExecutorError, open_executor
+
+    try:
+        return open_executor(kind, workers, ray_address)
+    except ExecutorError as exc:
+        fail(str(exc))
+
+
+def evaluate_all(
+    pairs: list[tuple[Problem, str]],
+    config: EvalConfig,
+    executor: Executor,
+    db: Store,
+    use_cache: bool = True,
+) -> list[tuple[str, EvalResult]]:
+    """``(problem key, EvalResult)`` for each of ``pairs`` in order, evaluated on ``executor``
+    (stored as they finish) under a progress line. Ctrl-C keeps what finished and leaves with
+    130; an executor error is one line."""
+    from autoprofiler.execute import ExecutorError, evaluate_many
+
+    results = {}
+    try:
+        with messages().status(f"evaluating {len(pairs)} candidates") as status:
+            for done in evaluate_many(
+                pairs, config, executor=executor, store=db, use_cache=use_cache
+            ):
+                results[(done.problem.content_hash, done.source)] = done.result
+                status.update(f"evaluated {len(results)} of {len(pairs)}; {done.problem.key}")
+    except ExecutorError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail(f"interrupted: {len(results)} of {len(pairs)} results kept in the store", 130)
+    return [(p.key, results[(p.content_hash, source)]) for p, source in pairs]
+
+
+def record_all(
+    executor: Executor,
+    db: Store,
+    problems: list[Problem],
+    groups: list[str],
+    device_key: str,
+) -> RecordingReport:
+    """``record_many`` under a progress line; Ctrl-C keeps the chunks that finished."""
+    from autoprofiler.execute import ExecutorError, record_many
+
+    try:
+        with messages().status(f"recording {len(groups)} groups of {len(problems)} problems"):
+            return record_many(executor, db, problems, groups, device_key)
+    except ExecutorError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted: the chunks recorded so far are kept in the store", 130)

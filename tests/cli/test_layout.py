@@ -1,0 +1,50 @@
+"""The CLI package's shape: the app module mounts the commands; a command module imports the
+shared modules only (never the app, never another command); no import cycle."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import autoprofiler.cli
+
+PACKAGE = Path(autoprofiler.cli.__file__).parent
+
+
+def cli_imports(path: Path) -> set[str]:
+    """The ``autoprofiler.cli`` modules that ``path`` imports (anywhere in it)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "autoprofiler.cli":
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "autoprofiler.cli."
+        ):
+            found.add(node.module.removeprefix("autoprofiler.cli."))
+        elif isinstance(node, ast.Import):
+            found.update(
+                a.name.removeprefix("autoprofiler.cli.")
+                for a in node.names
+                if a.name.startswith("autoprofiler.cli.")
+            )
+    return found
+
+
+def test_commands_import_shared_modules_only_and_nothing_imports_in_a_circle() -> None:
+    graph = {p.stem: cli_imports(p) for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    commands = graph["main"] - {"command_group", "console"}
+    assert {"problems", "evaluation", "profile", "optimize", "learn", "bench"} <= commands
+    for name, imported in graph.items():
+        if name != "main":
+            assert "main" not in imported, f"{name} imports the app module"
+            assert not imported & commands, f"{name} imports the command {imported & commands}"
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        raise AssertionError(f"import cycle: {exc.args[1]}") from None
+
+
+def test_the_cli_lives_in_one_package() -> None:
+    root = PACKAGE.parent
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("cli.py")) == []
