@@ -6,5 +6,7 @@
 a module of its own: ``console`` (where output goes, one-line errors), ``options`` (every
 shared option, checked as it is parsed), ``selection`` (``--levels``/``--ids`` and loading
 problems), ``stores``, ``profiling``, ``rewriting``, ``executors``, ``results`` (``--json``
-and ``-o``), ``verbosity`` (``-v``/``-q``) and ``command_group`` (usage errors as one line).
+and ``-o``), ``progress`` (a bar on a terminal, a line per finished item elsewhere), ``runlog``
+(each problem's row as it finishes, and ``--resume``), ``verbosity`` (``-v``/``-q``) and
+``command_group`` (usage errors as one line).
 """

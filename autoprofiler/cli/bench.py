@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from autoprofiler.cli.console import console, fail, messages, note, print_table
+from autoprofiler.cli.console import console, fail, note, print_table
 from autoprofiler.cli.executors import make_executor
 from autoprofiler.cli.learning import learning
 from autoprofiler.cli.options import (
@@ -46,6 +46,7 @@ from autoprofiler.cli.options import (
     train_spec,
 )
 from autoprofiler.cli.profiling import current_device_key, recorded_device
+from autoprofiler.cli.progress import Progress
 from autoprofiler.cli.results import emit
 from autoprofiler.cli.rewriting import ProposerKind, make_proposer, make_rewriter, require_llm
 from autoprofiler.cli.selection import load_or_fail
@@ -185,12 +186,12 @@ def bench_command(
             f"profiles recorded on {device_key}{replaying}"
         )
         try:
-            with messages().status("starting") as status:
+            with Progress(f"bench {name}") as progress:
                 result = bench.run(
                     train_set,
                     test_set,
                     parse_budgets(budgets),
-                    lambda s: status.update(s),
+                    progress.step,
                     cost_weights=chosen_weights,
                 )
         except BenchError as exc:
@@ -236,7 +237,8 @@ def _recordings_device(
     device_key = wanted or current_device_key("cpu")
     assert problems is not None
     loaded = load_or_fail(problems, levels, ids).problems
-    with messages().status(f"recording profiles of {len(loaded)} problems on {device_key}"):
+    with Progress("record") as progress:
+        progress.step(f"profiles of {len(loaded)} problems on {device_key}")
         try:
             done = record_profiles(
                 loaded, list(GROUPS), db, device_key, default_profiler(device_key)

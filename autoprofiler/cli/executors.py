@@ -1,15 +1,17 @@
 """Where a command's evaluations and recordings run (``--executor``, ``--workers``,
-``--ray-address``), under a progress line on stderr; Ctrl-C keeps what finished."""
+``--ray-address``), with their progress on stderr; Ctrl-C keeps what finished."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoprofiler.cli.console import fail, messages
+from autoprofiler.cli.console import fail
+from autoprofiler.cli.progress import Progress, eval_verdict
 
 if TYPE_CHECKING:
     from autoprofiler.evaluate import EvalConfig, EvalResult
     from autoprofiler.execute import Executor
+    from autoprofiler.execute.recording import ChunkDone
     from autoprofiler.problem import Problem
     from autoprofiler.profile import RecordingReport
     from autoprofiler.store import Store
@@ -33,18 +35,21 @@ def evaluate_all(
     use_cache: bool = True,
 ) -> list[tuple[str, EvalResult]]:
     """``(problem key, EvalResult)`` for each of ``pairs`` in order, evaluated on ``executor``
-    (stored as they finish) under a progress line. Ctrl-C keeps what finished and leaves with
-    130; an executor error is one line."""
+    (stored as they finish), each one's verdict shown as it finishes. Ctrl-C keeps what
+    finished and leaves with 130; an executor error is one line."""
     from autoprofiler.execute import ExecutorError, evaluate_many
 
     results = {}
     try:
-        with messages().status(f"evaluating {len(pairs)} candidates") as status:
+        with Progress("eval", len(pairs)) as progress:
             for done in evaluate_many(
                 pairs, config, executor=executor, store=db, use_cache=use_cache
             ):
                 results[(done.problem.content_hash, done.source)] = done.result
-                status.update(f"evaluated {len(results)} of {len(pairs)}; {done.problem.key}")
+                cached = done.result.from_cache
+                verdict = eval_verdict(done.result) + (", cached" if cached else "")
+                seconds = None if cached else done.result.wall_s or None
+                progress.finished(done.problem.key, verdict, seconds)
     except ExecutorError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -59,12 +64,19 @@ def record_all(
     groups: list[str],
     device_key: str,
 ) -> RecordingReport:
-    """``record_many`` under a progress line; Ctrl-C keeps the chunks that finished."""
+    """``record_many``, a progress line per chunk; Ctrl-C keeps the chunks that finished."""
     from autoprofiler.execute import ExecutorError, record_many
 
     try:
-        with messages().status(f"recording {len(groups)} groups of {len(problems)} problems"):
-            return record_many(executor, db, problems, groups, device_key)
+        with Progress("record") as progress:
+            progress.status(f"{len(groups)} groups of {len(problems)} problems")
+
+            def chunk_done(chunk: ChunkDone) -> None:
+                progress.total(chunk.chunks)
+                verdict = f"{chunk.recorded} recorded, {chunk.failed} failed"
+                progress.finished(chunk.label, verdict)
+
+            return record_many(executor, db, problems, groups, device_key, on_chunk=chunk_done)
     except ExecutorError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

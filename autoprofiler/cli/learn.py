@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from autoprofiler.cli.console import console, fail, messages, note, print_table
+from autoprofiler.cli.console import console, fail, note, print_table
 from autoprofiler.cli.executors import make_executor
 from autoprofiler.cli.learning import learning
 from autoprofiler.cli.options import (
@@ -45,10 +45,10 @@ from autoprofiler.cli.options import (
     tree_spec,
 )
 from autoprofiler.cli.profiling import recorded_device
+from autoprofiler.cli.progress import Progress
 from autoprofiler.cli.results import to_json, write_text
 from autoprofiler.cli.rewriting import ProposerKind, make_proposer, make_rewriter, require_llm
 from autoprofiler.cli.stores import open_store
-from autoprofiler.cli.verbosity import quiet
 
 if TYPE_CHECKING:
     from autoprofiler.learn.learner import LearnResult, TreeLearner
@@ -181,33 +181,32 @@ def _run(
     start: ProfilingTree,
     resume: bool,
 ) -> LearnResult:
-    """Run the study with a progress bar (on stderr) showing rounds, trials and the best
-    score."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
-
+    """Run the study with its progress on stderr: the rounds done of the most asked, and each
+    trial's verdict as it finishes; at the end, the rounds actually run and why it stopped."""
     from autoprofiler.learn.learner import LearnProgress
 
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-    )
-    with Progress(*columns, console=messages(), disable=quiet()) as progress:
-        task = progress.add_task(
-            f"{study} rounds", total=learner.config.iterations, status="scoring the start tree"
-        )
+    rounds = learner.config.iterations
+    with Progress(f"{study}: learn", rounds) as progress:
+        progress.status("scoring the start tree")
 
         def show(state: LearnProgress) -> None:
-            status = (
-                f"trials {state.trials}, accepted {state.accepted}, best {state.best.objective} "
-                f"{state.best.value:.4g}"
-            )
-            progress.update(task, completed=min(state.round, state.rounds), status=status)
+            trial = state.last
+            if trial is None:
+                return
+            verdict = f"{trial.state.value}: {trial.reason}"
+            best = f"best {state.best.objective} {state.best.value:.4g}"
+            where = f"round {trial.round + 1}/{rounds} trial {trial.number}"
+            ended = trial.accepted or trial.index + 1 >= trial.round_size
+            done = trial.round + 1 if ended else trial.round
+            progress.finished(where, f"{verdict}; {best}", trial.duration_s, completed=done)
 
         result = learner.learn(study, train, validation, start, resume=resume, on_progress=show)
-        progress.update(task, completed=learner.config.iterations)
+        progress.finished(
+            f"stopped after {result.rounds} of {rounds} rounds",
+            result.stop_reason,
+            result.wall_s,
+            completed=result.rounds,
+        )
     return result
 
 
@@ -253,8 +252,8 @@ def _summary(result: LearnResult) -> None:
     console.print(export_text(result.tree), highlight=False, markup=False, end="")
     cache = result.cache
     console.print(
-        f"{len(result.trials)} trials, {result.accepted} accepted; cache hit rate "
-        f"{cache.hit_rate:.0%} ({cache.rewrites - cache.rewrite_hits} rewrites and "
+        f"{len(result.trials)} trials in {result.rounds} rounds, {result.accepted} accepted; "
+        f"cache hit rate {cache.hit_rate:.0%} ({cache.rewrites - cache.rewrite_hits} rewrites and "
         f"{cache.evaluations_run} evaluations run); {result.wall_s:.1f} s",
         highlight=False,
     )

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from autoprofiler.cli.console import fail, messages, print_table
+from autoprofiler.cli.console import fail, print_table
 from autoprofiler.cli.options import (
     DEFAULT_STORE,
     AtolOption,
@@ -42,8 +42,10 @@ from autoprofiler.cli.profiling import (
     profiling_tree,
     with_recordings,
 )
+from autoprofiler.cli.progress import Progress, eval_verdict
 from autoprofiler.cli.results import emit
 from autoprofiler.cli.rewriting import make_rewriter, require_llm, rewrite_context
+from autoprofiler.cli.runlog import ResumeOption, final_output, open_run_log, sigterm_as_ctrl_c
 from autoprofiler.cli.selection import load_or_fail
 from autoprofiler.cli.stores import open_store, replay_device_for
 
@@ -53,6 +55,8 @@ if TYPE_CHECKING:
     from autoprofiler.profile import Profile
     from autoprofiler.rewrite.base import Candidate
 
+Row = dict[str, Any]
+
 
 def _folder(path: Path) -> None:
     if path.is_file():
@@ -60,6 +64,7 @@ def _folder(path: Path) -> None:
 
 
 def optimize_command(
+    ctx: typer.Context,
     path: ProblemsArgument,
     tree: TreeOption = "none",
     budget: BudgetOption = None,
@@ -90,11 +95,15 @@ def optimize_command(
     as_json: JsonOption = False,
     output: OutputOption = None,
     count_flagged: CountFlaggedOption = False,
+    resume: ResumeOption = False,
 ) -> None:
     """Profile each problem with the tree, rewrite it once, then check and time the candidate.
 
     The candidate is told the device it runs on: on a machine without a GPU (--device auto
-    or cpu), only what runs on a CPU is considered.
+    or cpu), only what runs on a CPU is considered. Each problem's result is written as it
+    finishes to the results log: -o FILE when FILE ends in .jsonl, else
+    <store>-optimize.jsonl beside the store (its first line records the options). A run cut
+    short keeps what finished; --resume, with the same options, does only the rest.
     """
     from autoprofiler.evaluate import EvalConfig, evaluate
     from autoprofiler.profile import ProfilerError, RecordedProfiler
@@ -104,8 +113,9 @@ def optimize_command(
     problems = load_or_fail(path, levels, ids).problems
     chosen_tree = profiling_tree(tree, [])
     config = EvalConfig(device=device, atol=atol, rtol=rtol, time_compile_baseline=compile_baseline)
+    log = open_run_log(ctx, "optimize", store, output, resume)
     rows = []
-    with open_store(store, recordings) as db:
+    with open_store(store, recordings) as db, sigterm_as_ctrl_c():
         device_key = profile_device(db, profile_device_name, replay)
         context = rewrite_context(device, device_key, config)
         profiler = profiler_for(db, device_key, replay)
@@ -119,33 +129,49 @@ def optimize_command(
             candidates_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             fail(f"{candidates_dir}: cannot make the folder: {exc.strerror or exc}")
-        for problem in problems:
-            with messages().status(f"{problem.key}: profiling, rewriting, evaluating"):
-                try:
-                    profile = chosen_tree.run(problem, profiler, budget)
-                except ProfilerError as exc:
-                    fail(f"{problem.key}: {exc}")
-                candidate = chosen_rewriter.rewrite(problem, profile, context)
-                written, result = None, None
-                if candidate.usable:
-                    written = candidates_dir / f"{problem.name}.py"
-                    written.write_text(candidate.source, encoding="utf-8")
-                    db.put_candidate(
-                        candidate.content_hash,
-                        problem.content_hash,
-                        candidate.source,
-                        candidate.producer,
-                        candidate.profile_hash,
-                        candidate.info,
-                    )
-                    result = evaluate(
-                        problem, candidate.source, config, store=db, use_cache=not no_cache
-                    )
-            rows.append((problem, profile, candidate, written, result))
+
+        def optimized(problem: Problem) -> Row:
+            try:
+                profile = chosen_tree.run(problem, profiler, budget)
+            except ProfilerError as exc:
+                fail(f"{problem.key}: {exc}")
+            candidate = chosen_rewriter.rewrite(problem, profile, context)
+            written, result = None, None
+            if candidate.usable:
+                written = candidates_dir / f"{problem.name}.py"
+                written.write_text(candidate.source, encoding="utf-8")
+                db.put_candidate(
+                    candidate.content_hash,
+                    problem.content_hash,
+                    candidate.source,
+                    candidate.producer,
+                    candidate.profile_hash,
+                    candidate.info,
+                )
+                result = evaluate(
+                    problem, candidate.source, config, store=db, use_cache=not no_cache
+                )
+            return _row(problem, profile, candidate, written, result)
+
+        todo = [p for p in problems if p.key not in log.done]
+        try:
+            with Progress("optimize", len(todo)) as progress:
+                for problem in problems:
+                    if problem.key not in log.done:
+                        progress.status(f"{problem.key}: profiling, rewriting, evaluating")
+                        log.add(optimized(problem))
+                        progress.finished(problem.key, _verdict(log.done[problem.key]))
+                    rows.append(_table_row(problem, log.done[problem.key]))
+        except KeyboardInterrupt:
+            fail(
+                f"interrupted: {len(log.done)} of {len(problems)} problems kept in {log.path}; "
+                "--resume goes on from there",
+                130,
+            )
     emit(
-        [_row(*row) for row in rows],
+        [log.done[problem.key] for problem, *_ in rows],
         as_json=as_json,
-        output=output,
+        output=final_output(output),
         show=lambda: print_table(optimize_table(rows, count_flagged)),
     )
 
@@ -166,3 +192,36 @@ def _row(
         "candidate": candidate.to_dict() | {"written": str(written) if written else None},
         "result": result.to_dict() if result else None,
     }
+
+
+def _table_row(
+    problem: Problem, row: Row
+) -> tuple[Problem, Profile, Candidate, Path | None, EvalResult | None]:
+    """A row as ``optimize_table`` takes it (read back from the log when resumed)."""
+    from autoprofiler.evaluate import EvalResult
+    from autoprofiler.profile import Profile
+    from autoprofiler.rewrite.base import Candidate
+
+    profile = Profile(
+        problem.content_hash,
+        groups=row["profile_groups"],
+        path=row["profile_path"],
+        cost_s=row["profile_cost_s"],
+    )
+    written = row["candidate"].get("written")
+    result = EvalResult.from_dict(row["result"]) if row["result"] else None
+    return (
+        problem,
+        profile,
+        Candidate.from_dict(row["candidate"]),
+        written and Path(written),
+        result,
+    )
+
+
+def _verdict(row: Row) -> str:
+    """A row's verdict in a few words, for progress."""
+    from autoprofiler.evaluate import EvalResult
+
+    result = EvalResult.from_dict(row["result"]) if row["result"] else None
+    return eval_verdict(result, f"no candidate: {row['candidate']['failure']}")

@@ -30,6 +30,7 @@ from autoprofiler.cli.profiling import (
     profiling_tree,
     with_recordings,
 )
+from autoprofiler.cli.progress import Progress
 from autoprofiler.cli.rewriting import rewrite_context
 from autoprofiler.cli.selection import load_or_fail
 from autoprofiler.cli.stores import open_store
@@ -115,15 +116,18 @@ def export_command(
         profiler = profiler_for(db, device_key, replay)
         if isinstance(profiler, RecordedProfiler) and any(t.groups() for t in trees.values()):
             problems = with_recordings(problems, profiler)
-        for problem in problems:
-            for name, tree in trees.items():
-                try:
-                    profile = tree.run(problem, profiler, budget)
-                except ProfilerError as exc:
-                    fail(f"{problem.key}: {exc}")
-                messages = tuple(build_messages(problem, profile, context))
-                request = BatchRequest(problem.key, name, model_id, messages, SamplingParams())
-                requests.append(request)
+        with Progress("prompts export", len(problems) * len(trees)) as progress:
+            for problem in problems:
+                for name, tree in trees.items():
+                    try:
+                        profile = tree.run(problem, profiler, budget)
+                    except ProfilerError as exc:
+                        fail(f"{problem.key}: {exc}")
+                    messages = tuple(build_messages(problem, profile, context))
+                    request = BatchRequest(problem.key, name, model_id, messages, SamplingParams())
+                    requests.append(request)
+                    collected = ", ".join(profile.groups) or "nothing"
+                    progress.finished(f"{problem.key} {name}", f"profiled {collected}")
         try:
             written = export_requests(requests, output, db, batch_format)
         except BatchError as exc:

@@ -7,15 +7,24 @@ joined by +; it is checked as it is parsed (a bad one is one error line, exit co
 from __future__ import annotations
 
 import json
-from enum import Enum
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from autoprofiler.cli.console import fail
-from autoprofiler.cli.options import JsonOption, OutputFileOption, checked, tree_spec
-from autoprofiler.tree import ProfilingTree, resolve_tree
-from autoprofiler.tree.export import export_mermaid, export_svg, export_text
+from autoprofiler.cli.options import JsonOption, checked, output_file, tree_spec
+from autoprofiler.tree import ProfilingTree, TreeError, resolve_tree
+from autoprofiler.tree.export import export_text
+from autoprofiler.tree.render import (
+    STDOUT,
+    SUFFIXES,
+    TreeFormat,
+    format_for_path,
+    parse_format,
+    render_tree,
+)
 
 tree_app = typer.Typer(
     help="Show, check and draw profiling trees (a JSON file or a fixed tree name).",
@@ -28,16 +37,6 @@ TreeArgument = Annotated[
         callback=checked(tree_spec), help="A tree JSON file, a fixed tree name, or groups a+b."
     ),
 ]
-
-
-class Format(str, Enum):
-    svg = "svg"
-    mermaid = "mermaid"
-    text = "text"
-
-
-_EXPORTERS = {Format.svg: export_svg, Format.mermaid: export_mermaid, Format.text: export_text}
-_FORMAT_BY_SUFFIX = {".svg": Format.svg, ".mmd": Format.mermaid, ".txt": Format.text}
 
 
 def _load(spec: str) -> ProfilingTree:
@@ -79,17 +78,43 @@ def validate(tree: TreeArgument) -> None:
 @tree_app.command()
 def render(
     tree: TreeArgument,
-    output: OutputFileOption,
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            callback=checked(output_file),
+            help=f"The picture file ({', '.join(SUFFIXES)}), or - for stdout.",
+        ),
+    ],
     fmt: Annotated[
-        Format | None,
-        typer.Option("--format", "-f", help="Picture format (default: from the suffix, svg)."),
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            callback=checked(parse_format),
+            help=f"{', '.join(f.value for f in TreeFormat)} (default: from the suffix of -o; "
+            "svg for - or no suffix).",
+        ),
     ] = None,
 ) -> None:
-    """Draw the tree as SVG, Mermaid or text into -o."""
+    """Draw the tree into -o: SVG, PNG or PDF (the last two need matplotlib), Mermaid or text;
+    -o - writes it to stdout (a binary picture only when stdout is not a terminal)."""
     loaded = _load(tree)
-    chosen = fmt or _FORMAT_BY_SUFFIX.get(output.suffix.lower(), Format.svg)
     try:
-        output.write_text(_EXPORTERS[chosen](loaded), encoding="utf-8")
+        chosen = format_for_path(output, fmt)
+        picture = render_tree(loaded, chosen)
+    except TreeError as exc:
+        fail(str(exc))
+    if str(output) == STDOUT:
+        if chosen.binary and sys.stdout.isatty():
+            fail(f"a {chosen.value} picture is binary: redirect stdout, or give -o FILE")
+        stream = typer.get_binary_stream("stdout")
+        stream.write(picture)
+        stream.flush()
+        return
+    try:
+        output.write_bytes(picture)
     except OSError as exc:
         fail(f"{output}: cannot write: {exc.strerror or exc}")
     typer.echo(f"wrote {output} ({chosen.value})")

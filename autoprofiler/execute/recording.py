@@ -13,7 +13,7 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,17 @@ class RecordedChunk:
 
     report: RecordingReport
     store_bytes: bytes
+
+
+@dataclass(frozen=True)
+class ChunkDone:
+    """A chunk finished (or lost, all failed), for progress: its label, the profiles it
+    recorded and failed, and how many chunks the run has."""
+
+    label: str
+    recorded: int
+    failed: int
+    chunks: int
 
 
 def record_job(
@@ -112,11 +123,13 @@ def record_many(
     chunk_size: int | None = None,
     retry_failed: bool = False,
     stop_at: float | None = None,
+    on_chunk: Callable[[ChunkDone], None] | None = None,
 ) -> RecordingReport:
     """Record each (problem, group) once in ``store`` under ``device`` on ``executor``'s
     workers; resumable like ``record_profiles``. A chunk whose workers were lost is logged and
     counted failed (not recorded as a failure: a rerun tries it again); a chunk that raised
-    (the profiler cannot run at all) raises ``ExecutorError``."""
+    (the profiler cannot run at all) raises ``ExecutorError``. ``on_chunk`` hears of each
+    chunk as it finishes."""
     began = time.monotonic()
     for problem in problems:
         store.put_problem(problem)
@@ -138,13 +151,16 @@ def record_many(
         if done.state is JobState.LOST:
             log.warning("recording %s: %s", done.label, done.error)
             chunk_problems, chunk_groups = by_key[done.key].args[:2]
-            report.failed += len(chunk_problems) * len(chunk_groups)
-            continue
-        chunk: RecordedChunk = done.value
-        _merge(store, device, chunk)
+            lost = RecordingReport(failed=len(chunk_problems) * len(chunk_groups))
+            chunk = RecordedChunk(lost, b"")
+        else:
+            chunk = done.value
+            _merge(store, device, chunk)
+            log.info("recorded %s: %d profiles", done.label, chunk.report.recorded)
         report.recorded += chunk.report.recorded
         report.failed += chunk.report.failed
         report.stopped_early |= chunk.report.stopped_early
-        log.info("recorded %s: %d profiles", done.label, chunk.report.recorded)
+        if on_chunk is not None:
+            on_chunk(ChunkDone(done.label, chunk.report.recorded, chunk.report.failed, len(jobs)))
     report.seconds = time.monotonic() - began
     return report

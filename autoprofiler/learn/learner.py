@@ -93,6 +93,11 @@ class LearnResult:
     def accepted(self) -> int:
         return sum(t.accepted for t in self.trials)
 
+    @property
+    def rounds(self) -> int:
+        """The rounds the study ran (resumed ones included): those with a trial."""
+        return len({t.round for t in self.trials})
+
 
 @dataclass
 class _Run:

@@ -3,6 +3,7 @@ one-line errors."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
+from rich.console import Console
 from typer.testing import CliRunner
 
+from autoprofiler.cli import progress
 from autoprofiler.cli.main import app
 from autoprofiler.learn import LearnConfig, LocalSearchProposer, StudyStorage, TreeLearner
 from autoprofiler.problem import Problem
@@ -175,3 +178,40 @@ def test_no_cache_evaluates_again_what_the_store_holds(
     assert "cache hit rate 100% (0 rewrites and 0 evaluations run)" in summary("cached-again")
     fresh = summary("fresh", "--no-cache")
     assert re.search(r"cache hit rate 0% \([1-9]\d* rewrites and [1-9]\d* evaluations run\)", fresh)
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
+def test_the_rounds_shown_are_the_rounds_run_when_patience_stops_it(
+    store_path: Path,
+    train: list[Problem],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    terminal: bool,
+) -> None:
+    """Patience stops the study before --iterations: the progress says how many rounds ran
+    (the bar stops there, not at the most asked), and each trial has its line when piped."""
+    screen = io.StringIO()
+    if terminal:
+        console = Console(file=screen, force_terminal=True, width=200)
+        monkeypatch.setattr(progress, "messages", lambda: console)
+    study = f"patience-{terminal}"
+    args = learn_args(store_path, write_jsonl(tmp_path / "problems.jsonl", train), study)
+    args[args.index("--rewriter") + 1] = "tests.learn.gated_rewriter:GatedRewriter"
+    args[args.index("--iterations") + 1] = "6"
+    args[args.index("--patience") + 1] = "1"
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    with Store(store_path) as store:
+        trials = StudyStorage(store).trials(study)
+    rounds = len({t.round for t in trials})
+    assert 1 <= rounds < 6
+    shown = screen.getvalue() if terminal else result.stderr
+    assert f"stopped after {rounds} of 6 rounds: no improvement for 1 rounds" in shown
+    assert f"trials in {rounds} rounds" in result.stdout
+    if terminal:
+        assert f"{rounds}/6" in shown and "6/6" not in shown
+    else:
+        lines = [
+            line for line in shown.splitlines() if re.match(rf"{study}: learn round \d/6 ", line)
+        ]
+        assert len(lines) == len(trials), shown

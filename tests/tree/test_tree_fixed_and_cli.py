@@ -1,5 +1,9 @@
 """Fixed configurations, and the ``tree`` commands through typer's test runner."""
 
+import os
+import pty
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -132,3 +136,61 @@ def test_combined_fixed_trees():
     assert resolve_tree("static+full+static").root.collect == ("static", "ncu.set.full")
     with pytest.raises(TreeError, match="'Foo' is neither a fixed tree name nor a metric group"):
         resolve_tree("SpeedOfLight+Foo")
+
+
+@pytest.mark.parametrize(
+    ("args", "signature"),
+    [
+        (["-o", "tree.png"], b"\x89PNG\r\n\x1a\n"),
+        (["-o", "tree.pdf"], b"%PDF"),
+        (["-o", "tree.out", "--format", "png"], b"\x89PNG\r\n\x1a\n"),
+        (["-o", "tree.svg", "-f", "pdf"], b"%PDF"),
+    ],
+)
+def test_render_draws_png_and_pdf_when_asked(tmp_path, monkeypatch, args, signature):
+    monkeypatch.chdir(tmp_path)
+    result = _run("render", str(EXPERT), *args)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / args[1]).read_bytes().startswith(signature)
+    assert result.stdout == f"wrote {args[1]} ({'png' if b'PNG' in signature else 'pdf'})\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "start"),
+    [([], b"<?xml"), (["-f", "text"], b"n0: collect static"), (["-f", "png"], b"\x89PNG")],
+)
+def test_render_to_stdout_writes_no_file(tmp_path, monkeypatch, extra, start):
+    monkeypatch.chdir(tmp_path)
+    result = _run("render", str(EXPERT), "-o", "-", *extra)
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes.startswith(start)
+    assert list(tmp_path.iterdir()) == []  # no file named "-"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", "tree.gif"], "cannot tell a tree format from the suffix '.gif'"),
+        (["-o", "tree.svg", "-f", "jpeg"], "unknown tree format 'jpeg'"),
+    ],
+)
+def test_render_unknown_formats_are_one_line(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    result = _run("render", str(EXPERT), *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_refuses_a_binary_picture_to_a_terminal(tmp_path):
+    main, terminal = pty.openpty()
+    command = [sys.executable, "-m", "autoprofiler", "tree", "render", str(EXPERT), "-o", "-"]
+    done = subprocess.run(
+        [*command, "-f", "png"], stdout=terminal, stderr=subprocess.PIPE, cwd=tmp_path, timeout=60
+    )
+    os.close(terminal)
+    os.close(main)
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("error: a png picture is binary")
+    assert done.stderr.count(b"\n") == 1
