@@ -15,6 +15,7 @@ or a malformed line, is refused whole (nothing is imported), with one line sayin
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -162,9 +163,14 @@ def parse_reply(row: Any) -> Reply:
 
 
 def _read_rows(path: Path) -> Iterable[tuple[int, Any]]:
+    """The JSON lines of ``path`` (gzip-compressed when it ends in ``.gz``), numbered."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        else:
+            lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise BatchError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
     for number, line in enumerate(lines, 1):
         if line.strip():

@@ -31,10 +31,11 @@ def test_collected_replies_import_and_the_unanswered_are_listed(tmp_path):
     folder.mkdir()
     for request in requests[:2]:
         (folder / f"{request.custom_id}.md").write_text(f"```python\n# {request.problem}\n```")
-    out = tmp_path / "replies.jsonl"
+    out = tmp_path / "replies.jsonl.gz"  # compressed both ways, as committed
     written, missing = collect_replies.collect([packed], folder, "claude (test)", out)
     assert (written, missing) == (2, [requests[2].custom_id])
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    with gzip.open(out, "rt") as handle:
+        rows = [json.loads(line) for line in handle]
     assert rows[0] == {"custom_id": requests[0].custom_id, "model": "claude (test)",
                        "content": "```python\n# L1/0_p\n```"}  # fmt: skip
     assert import_replies(out, store, "") == 2
