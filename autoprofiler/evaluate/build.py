@@ -29,10 +29,10 @@ from pathlib import Path
 from autoprofiler.evaluate.config import EvalConfig
 from autoprofiler.evaluate.containment import supervised_command
 from autoprofiler.evaluate.runner import (
-    _stop,
-    _worker_env,
     candidate_folder,
     default_work_root,
+    stop_process,
+    worker_env,
 )
 from autoprofiler.problem import Problem, source_hash
 
@@ -107,7 +107,7 @@ class BuildLane:
         job_path = work_dir / f"job-{run_id}.json"
         output_dir = work_dir / run_id
         output_dir.mkdir()
-        env, write_roots = _worker_env(work_dir, self.config)
+        env, write_roots = worker_env(work_dir, self.config)
         env["CUDA_VISIBLE_DEVICES"] = ""  # the GPU is the timing lane's
         env.setdefault("MAX_JOBS", JOBS_PER_BUILD)
         job = {
@@ -127,7 +127,7 @@ class BuildLane:
             process = subprocess.Popen(
                 supervised_command(command),
                 cwd=work_dir,
-                stdin=subprocess.PIPE,  # closed by _stop; a build run reads nothing
+                stdin=subprocess.PIPE,  # closed by stop_process; a build run reads nothing
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -140,7 +140,7 @@ class BuildLane:
         except subprocess.TimeoutExpired:
             log.info("%s: build run over %g s, stopped", problem.key, self.config.compile_timeout_s)
         finally:
-            _stop(process)
+            stop_process(process)
             with self._lock:
                 self._running.discard(process)
             job_path.unlink(missing_ok=True)
@@ -158,7 +158,7 @@ class BuildLane:
         for future in self._builds.values():
             future.cancel()
         for process in running:
-            _stop(process)
+            stop_process(process)
         self._pool.shutdown(wait=True)
 
     def __enter__(self) -> BuildLane:

@@ -133,6 +133,11 @@ def layout_bytes(layout: list[dict]) -> int:
     return -(-max(ends, default=0) // SLOT_ALIGN) * SLOT_ALIGN
 
 
+def slab_bytes(layouts: dict[str, list[dict]]) -> int:
+    """Bytes a slab of these slots takes (each slot aligned, none empty)."""
+    return sum(max(layout_bytes(layout), SLOT_ALIGN) for layout in layouts.values())
+
+
 def describe(leaves: list[Any]) -> list[dict]:
     """What the candidate's side says it wrote: dtype and shape per tensor, value per number."""
     return [
@@ -181,11 +186,11 @@ class OutputSlab:
     def __init__(self, layouts: dict[str, list[dict]], device: torch.device) -> None:
         self.device = device
         self.slots: dict[str, Slot] = {}
-        size = 0
+        offset = 0
         for name, layout in layouts.items():
-            self.slots[name] = Slot(size, layout)
-            size += max(layout_bytes(layout), SLOT_ALIGN)
-        self.size = size
+            self.slots[name] = Slot(offset, layout)
+            offset += max(layout_bytes(layout), SLOT_ALIGN)
+        self.size = size = slab_bytes(layouts)
         driver = _driver()
         _prepare_context(device)
         pointer = ctypes.c_uint64()

@@ -64,6 +64,7 @@ class _Built:
             torch.manual_seed(config.seed)
             self.model = self.module.Model(*init_inputs).to(device).eval()
         self.compiled: Any = None
+        self.layouts: tuple[list[dict], list[dict] | None] | None = None  # see _Server._layouts
 
 
 class _Server:
@@ -130,24 +131,18 @@ class _Server:
         "why": ...}`` when the outputs are better handed over on the host."""
         from autoprofiler.evaluate.cuda_ipc import (
             DTYPES,
-            SLOT_ALIGN,
             OutputSlab,
             device_index,
-            layout_bytes,
-            leaf_layout,
+            slab_bytes,
         )
 
         if self.device.type != "cuda":
             return {"slab": None, "why": "not a GPU"}
-        built = self.problem(request)
-        with self.torch.no_grad():
-            main = self._reference_output(built, {"seed": 0})
-            other = self._reference_output(built, {"seed": 0, "other_shape": True})
-        layouts = {f"correctness-{i}": leaf_layout(main) for i in range(request["correctness"])}
-        layouts.update({f"timed#{k}": leaf_layout(main) for k in range(request["timed"])})
+        main, other = self._layouts(self.problem(request))
+        layouts = {f"correctness-{i}": main for i in range(request["correctness"])}
+        layouts.update({f"timed#{k}": main for k in range(request["timed"])})
         if other is not None:
-            layouts["other_shape"] = leaf_layout(other)
-        del main, other
+            layouts["other_shape"] = other
         dtypes = {e["dtype"] for layout in layouts.values() for e in layout if "dtype" in e}
         if not dtypes <= set(DTYPES):
             return {"slab": None, "why": f"output dtypes {sorted(dtypes - set(DTYPES))}"}
@@ -155,13 +150,25 @@ class _Server:
             self.slabs.pop(next(iter(self.slabs))).close()
         self._release()
         free, _ = self.torch.cuda.mem_get_info(device_index(self.device))
-        size = sum(max(layout_bytes(layout), SLOT_ALIGN) for layout in layouts.values())
+        size = slab_bytes(layouts)
         if size > free * SLAB_MEMORY_SHARE:
             return {"slab": None, "why": f"{size / 2**30:.1f} GiB is over its share of memory"}
         slab = OutputSlab(layouts, self.device)
         slab_id = secrets.token_hex(8)
         self.slabs[slab_id] = slab
         return {"slab": slab_id, "offer": slab.offer()}
+
+    def _layouts(self, built: _Built) -> tuple[list[dict], list[dict] | None]:
+        """The layout of the reference's output at the problem's shape and at the second shape
+        (None without one), from one forward each, kept with the built problem."""
+        from autoprofiler.evaluate.cuda_ipc import leaf_layout
+
+        if built.layouts is None:
+            with self.torch.no_grad():
+                main = self._reference_output(built, {"seed": 0})
+                other = self._reference_output(built, {"seed": 0, "other_shape": True})
+            built.layouts = (leaf_layout(main), None if other is None else leaf_layout(other))
+        return built.layouts
 
     def free(self, request: dict) -> dict:
         """Free the slab ``slab_id`` (gone already is fine)."""

@@ -314,7 +314,7 @@ def _shared_inductor_cache() -> str | None:
     return str(Path(tempfile.gettempdir()) / f"torchinductor_{user}")
 
 
-def _worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list[str]]:
+def worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list[str]]:
     """The worker's environment, and the folders it may write to."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
@@ -393,7 +393,7 @@ def _judge_candidate(
     output_dir.mkdir()
     report_path = work_dir / f"report-{run_id}.json"
     job_path = work_dir / f"job-{run_id}.json"
-    env, write_roots = _worker_env(work_dir, config)
+    env, write_roots = worker_env(work_dir, config)
     write_roots.append(str(output_dir))
     seeds = _draw_seeds(config)
     read_fd, write_fd = os.pipe()
@@ -422,7 +422,7 @@ def _judge_candidate(
         exchange = _watch(process, read_fd, config, seeds, output_bytes)
     finally:
         os.close(read_fd)
-        _stop(process)
+        stop_process(process)
     report = _read_report(report_path)
     try:
         if report is None:
@@ -566,7 +566,7 @@ def _exit_grace_s(config: EvalConfig) -> float:
     return min(EXIT_GRACE_S, config.run_timeout_s)
 
 
-def _stop(process: subprocess.Popen | ForkedCandidate) -> None:
+def stop_process(process: subprocess.Popen | ForkedCandidate) -> None:
     """End the supervisor, which ends every process the candidate started: SIGTERM and its
     sweep first, then SIGKILL of its group should it not be done in time."""
     with contextlib.suppress(OSError):
