@@ -13,6 +13,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def run_main(main, log: logging.Logger) -> None:
+    """Exit with ``main()``'s status; Ctrl-C or a slot's end (SIGINT) keeps the rows written
+    so far, which are the result, and exits 130."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        log.warning("interrupted: the evaluation under way is lost, the rows written are kept")
+        sys.exit(130)
+
+
 def log_progress() -> None:
     """Progress lines on stderr, each with the time of day (long device runs read them)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -59,3 +69,17 @@ def add_report_arguments(parser: argparse.ArgumentParser, markdown: str) -> None
     parser.add_argument("--report", type=Path, help="write the markdown table from these rows")
     parser.add_argument("--markdown", type=Path, default=Path(markdown))
     parser.add_argument("--command", default="", help="the measuring command, for the report")
+
+
+def replace_block(path: Path, name: str, text: str) -> bool:
+    """Put ``text`` between the markers ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` of
+    the page ``path``; False (and one line on stderr) when the page lacks them."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    page = path.read_text(encoding="utf-8")
+    if start not in page or end not in page:
+        print(f"{path}: has no {start} ... {end} block", file=sys.stderr)
+        return False
+    head, _, rest = page.partition(start)
+    _, _, tail = rest.partition(end)
+    path.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
+    return True

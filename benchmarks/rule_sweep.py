@@ -21,11 +21,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 from pathlib import Path
 
-from _common import add_problem_arguments, append_jsonl, in_id_order, log_progress, read_jsonl
+from _common import (
+    add_problem_arguments,
+    append_jsonl,
+    in_id_order,
+    log_progress,
+    read_jsonl,
+    run_main,
+)
 
 from autoprofiler.evaluate import EvalConfig, evaluate
 from autoprofiler.problem import Problem, ProblemError, load_problems
@@ -140,14 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not candidate.usable:
                     append_jsonl(rows, row | {"failure": candidate.failure})
                     continue
-                store.put_candidate(
-                    candidate.content_hash,
-                    problem.content_hash,
-                    candidate.source,
-                    candidate.producer,
-                    "",
-                    candidate.info,
-                )
+                candidate.save(store, problem.content_hash)
                 began = time.monotonic()
                 result = evaluate(problem, candidate.source, config, store=store)
                 append_jsonl(
@@ -180,8 +179,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # a slot's end: the rows written so far are the result
-        log.warning("interrupted: the evaluation under way is lost, the rows written are kept")
-        sys.exit(130)
+    run_main(main, log)

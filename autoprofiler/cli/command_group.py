@@ -1,5 +1,6 @@
 """The ``autoprofiler`` group: ``-v``/``-q`` on every command, and a usage error (a bad or
-missing option, an unknown command) as one ``error:`` line with exit code 2."""
+missing option, an unknown command, a CUDA device on a machine without one) as one ``error:``
+line with exit code 2."""
 
 from __future__ import annotations
 
@@ -51,7 +52,11 @@ class CommandGroup(TyperGroup):
             _one_line(exc)
 
     def invoke(self, ctx: Any) -> Any:
+        from autoprofiler.evaluate.runner import NoGPUError
+
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
             _one_line(exc)
+        except NoGPUError as exc:
+            fail(str(exc))

@@ -1,9 +1,11 @@
 """``autoprofiler optimize``: profile each problem with a tree, rewrite it once, then check and
-time the candidate."""
+time the candidate; with ``--keep best`` (the default) also the rule rewriter's pick,
+torch.compile and the reference, and write the fastest correct one."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -35,6 +37,7 @@ from autoprofiler.cli.options import (
     StoreOption,
     TreeOption,
     checked,
+    choice,
 )
 from autoprofiler.cli.profiling import (
     profile_device,
@@ -53,9 +56,12 @@ if TYPE_CHECKING:
     from autoprofiler.evaluate import EvalResult
     from autoprofiler.problem import Problem
     from autoprofiler.profile import Profile
-    from autoprofiler.rewrite.base import Candidate
+    from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter
+    from autoprofiler.rewrite.contenders import Contender
+    from autoprofiler.store import Store
 
 Row = dict[str, Any]
+KEEP = ("best", "rewrite")
 
 
 def _folder(path: Path) -> None:
@@ -96,8 +102,23 @@ def optimize_command(
     output: OutputOption = None,
     count_flagged: CountFlaggedOption = False,
     resume: ResumeOption = False,
+    keep: Annotated[
+        str,
+        typer.Option(
+            "--keep",
+            callback=choice(*KEEP),
+            help="best: also judge the rule rewriter's pick, torch.compile and the reference, "
+            "and write the fastest correct one (flagged ones count with --count-flagged); "
+            "rewrite: the rewriter's candidate only.",
+        ),
+    ] = "best",
 ) -> None:
     """Profile each problem with the tree, rewrite it once, then check and time the candidate.
+
+    With --keep best (the default) the rule rewriter's pick for the same profile,
+    torch.compile of the reference and the reference itself are judged too, and the fastest
+    correct one is written (the table's "kept" column says which), so optimize is never
+    slower than the reference, nor than torch.compile where that is correct.
 
     The candidate is told the device it runs on: on a machine without a GPU (--device auto
     or cpu), only what runs on a CPU is considered. Each problem's result is written as it
@@ -136,21 +157,20 @@ def optimize_command(
             except ProfilerError as exc:
                 fail(f"{problem.key}: {exc}")
             candidate = chosen_rewriter.rewrite(problem, profile, context)
+
+            def judged(source: str) -> EvalResult:
+                return evaluate(problem, source, config, store=db, use_cache=not no_cache)
+
+            if keep == "best":
+                return _kept_best(
+                    problem, profile, candidate, (chosen_rewriter, context, db),
+                    judged, candidates_dir, count_flagged,
+                )  # fmt: skip
             written, result = None, None
             if candidate.usable:
-                written = candidates_dir / f"{problem.name}.py"
-                written.write_text(candidate.source, encoding="utf-8")
-                db.put_candidate(
-                    candidate.content_hash,
-                    problem.content_hash,
-                    candidate.source,
-                    candidate.producer,
-                    candidate.profile_hash,
-                    candidate.info,
-                )
-                result = evaluate(
-                    problem, candidate.source, config, store=db, use_cache=not no_cache
-                )
+                written = _write(candidates_dir, problem, candidate.source)
+                candidate.save(db, problem.content_hash)
+                result = judged(candidate.source)
             return _row(problem, profile, candidate, written, result)
 
         todo = [p for p in problems if p.key not in log.done]
@@ -176,6 +196,57 @@ def optimize_command(
     )
 
 
+def _write(folder: Path, problem: Problem, source: str) -> Path:
+    written = folder / f"{problem.name}.py"
+    written.write_text(source, encoding="utf-8")
+    return written
+
+
+def _kept_best(
+    problem: Problem,
+    profile: Profile,
+    candidate: Candidate,
+    rewriting: tuple[Rewriter, RewriteContext, Store],
+    judged: Callable[[str], EvalResult],
+    folder: Path,
+    count_flagged: bool,
+) -> Row:
+    """Judge every contender (``autoprofiler.rewrite.contenders``), write the best one, and
+    the row with the rewriter's own verdict and what was kept."""
+    from autoprofiler.rewrite.contenders import best, contenders, reference_source
+
+    rewriter, context, db = rewriting
+    running = contenders(problem, profile, context, rewriter, candidate)
+    done = []
+    for contender in running:
+        if contender.candidate is not None:
+            contender.candidate.save(db, problem.content_hash)
+            contender = dataclasses.replace(contender, result=judged(contender.candidate.source))
+        done.append(contender)
+    winner = best(done, count_flagged)
+    source = winner.candidate.source if winner.candidate else reference_source(problem)
+    written = _write(folder, problem, source)
+    own = next((c.result for c in done if c.candidate is candidate), None)
+    row = _row(problem, profile, candidate, written if winner.candidate is candidate else None, own)
+    row["kept"] = {
+        "by": winner.label,
+        "speedup": winner.counted(count_flagged),
+        "written": str(written),
+        "contenders": [_contender_row(c, count_flagged) for c in done],
+    }
+    return row
+
+
+def _contender_row(contender: Contender, count_flagged: bool) -> dict:
+    result, candidate = contender.result, contender.candidate
+    return {
+        "by": contender.label,
+        "transformation": candidate.info.get("transformation") if candidate else None,
+        "counted": contender.counted(count_flagged),
+        "result": result.to_dict() if result else None,
+    }
+
+
 def _row(
     problem: Problem,
     profile: Profile,
@@ -196,7 +267,7 @@ def _row(
 
 def _table_row(
     problem: Problem, row: Row
-) -> tuple[Problem, Profile, Candidate, Path | None, EvalResult | None]:
+) -> tuple[Problem, Profile, Candidate, Path | None, EvalResult | None, dict | None]:
     """A row as ``optimize_table`` takes it (read back from the log when resumed)."""
     from autoprofiler.evaluate import EvalResult
     from autoprofiler.profile import Profile
@@ -216,6 +287,7 @@ def _table_row(
         Candidate.from_dict(row["candidate"]),
         written and Path(written),
         result,
+        row.get("kept"),
     )
 
 
@@ -224,4 +296,8 @@ def _verdict(row: Row) -> str:
     from autoprofiler.evaluate import EvalResult
 
     result = EvalResult.from_dict(row["result"]) if row["result"] else None
-    return eval_verdict(result, f"no candidate: {row['candidate']['failure']}")
+    said = eval_verdict(result, f"no candidate: {row['candidate']['failure']}")
+    kept = row.get("kept")
+    if kept:
+        said += f"; kept {kept['by']} {kept['speedup']:.2f}x"
+    return said

@@ -25,26 +25,11 @@ class ProposerKind(str, Enum):
     llm = "llm"
 
 
-def resolve_device(device: str) -> str:
-    """``cuda`` or ``cpu``: what ``auto`` means on this machine."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def rewrite_context(device: str, profile_device: str, config: EvalConfig) -> RewriteContext:
-    """What the rewriter is told of the target: the device the candidates run on (``auto``
-    resolved here, so that a CPU-only machine is offered only what runs on a CPU), the GPU's
-    name for a CUDA target, and the float32 tolerance. The same for every command, so that an
-    exported request is the one ``optimize`` would send."""
+    """What the rewriter is told of the target (``RewriteContext.for_target``)."""
     from autoprofiler.rewrite.base import RewriteContext
 
-    target = resolve_device(device)
-    atol, rtol = config.tolerance_for("float32")
-    name = profile_device if target == "cuda" else ""
-    return RewriteContext(device=target, device_name=name, atol=atol, rtol=rtol)
+    return RewriteContext.for_target(device, profile_device, config)
 
 
 def _plugged_in(spec: str) -> Any:

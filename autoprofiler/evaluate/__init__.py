@@ -11,7 +11,7 @@ from autoprofiler.evaluate.recorded import (
     replay_evaluation,
 )
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
-from autoprofiler.evaluate.runner import evaluate, evaluation_device
+from autoprofiler.evaluate.runner import NoGPUError, evaluate, evaluation_device
 from autoprofiler.evaluate.sandbox import SandboxError
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "FailureKind",
     "Finding",
     "ImportedEvaluations",
+    "NoGPUError",
     "SandboxError",
     "TimingStats",
     "evaluate",

@@ -40,7 +40,20 @@ PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 START_TIMEOUT_S = 600.0
 KEPT_PROBLEMS = 2  # reference models kept built in the server
 KEPT_SLABS = 2  # output slabs alive at once (a run's is freed after its verdict)
-SLAB_MEMORY_SHARE = 0.25  # a slab takes at most this share of the free GPU memory
+# A slab takes at most this share of the free GPU memory, and leaves free at least the
+# headroom plus a few outputs' worth for the candidate's own trials and timing pool. On the
+# H200 (139 GiB) that lets the 4-6 GiB outputs of KernelBench's large L1 problems (10 slots,
+# up to 60 GiB) cross on the GPU: on the host they took 156 s per candidate.
+SLAB_MEMORY_SHARE = 0.6
+SLAB_HEADROOM_BYTES = 16 * 2**30
+SLAB_HEADROOM_OUTPUTS = 3
+
+
+def slab_fits(size: int, free: int, output_bytes: int) -> bool:
+    """Whether a slab of ``size`` bytes leaves the candidate room, ``free`` bytes being free
+    and one output taking ``output_bytes``."""
+    headroom = SLAB_HEADROOM_BYTES + SLAB_HEADROOM_OUTPUTS * output_bytes
+    return size <= free * SLAB_MEMORY_SHARE and free - size >= headroom
 
 
 class ReferenceError(RuntimeError):
@@ -133,6 +146,7 @@ class _Server:
             DTYPES,
             OutputSlab,
             device_index,
+            layout_bytes,
             slab_bytes,
         )
 
@@ -151,12 +165,12 @@ class _Server:
         self._release()
         free, _ = self.torch.cuda.mem_get_info(device_index(self.device))
         size = slab_bytes(layouts)
-        if size > free * SLAB_MEMORY_SHARE:
+        if not slab_fits(size, free, layout_bytes(main)):
             return {"slab": None, "why": f"{size / 2**30:.1f} GiB is over its share of memory"}
         slab = OutputSlab(layouts, self.device)
         slab_id = secrets.token_hex(8)
         self.slabs[slab_id] = slab
-        return {"slab": slab_id, "offer": slab.offer()}
+        return {"slab": slab_id, "offer": slab.offer(), "room": (free - size) / max(free, 1)}
 
     def _layouts(self, built: _Built) -> tuple[list[dict], list[dict] | None]:
         """The layout of the reference's output at the problem's shape and at the second shape
@@ -409,9 +423,12 @@ class ProblemReference:
         request = {"op": "judge", "items": items, "slab_id": slab_id, **self._problem}
         return self.process.request(request, timeout_s)
 
-    def offer_slab(self, correctness: int, timed: int, timeout_s: float) -> tuple[str, dict] | None:
-        """A fresh output slab on the GPU for one run (its id, and the offer the candidate
-        opens), or None when the outputs cross on the host (why is logged)."""
+    def offer_slab(
+        self, correctness: int, timed: int, timeout_s: float
+    ) -> tuple[str, dict, float] | None:
+        """A fresh output slab on the GPU for one run (its id, the offer the candidate opens,
+        and the share of the free GPU memory it leaves), or None when the outputs cross on the
+        host (why is logged)."""
         request = {"op": "slab", "correctness": correctness, "timed": timed, **self._problem}
         try:
             reply = self.process.request(request, timeout_s)
@@ -421,7 +438,7 @@ class ProblemReference:
         if reply.get("slab") is None:
             log.info("outputs cross on the host: %s", reply.get("why"))
             return None
-        return reply["slab"], reply["offer"]
+        return reply["slab"], reply["offer"], float(reply.get("room", 1.0))
 
     def free_slab(self, slab_id: str, timeout_s: float) -> None:
         with contextlib.suppress(ReferenceError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -145,3 +146,18 @@ class EvalResult:
                 fields[name] = TimingStats(**fields[name])
         fields["findings"] = [Finding(**f) for f in fields.get("findings", [])]
         return cls(**fields)
+
+
+def flag_names(findings: Iterable[Finding]) -> tuple[str, ...]:
+    """The names of the findings that flag a candidate (severity ``flag``), each once."""
+    return tuple(dict.fromkeys(f.name for f in findings if f.severity == "flag"))
+
+
+def counted_speedup(
+    correct: bool, speedup: float | None, flagged: Sequence[str], count_flagged: bool = False
+) -> float | None:
+    """The speedup a verdict counts at in every score, or None when it counts as a failure:
+    not correct, not timed, or flagged (unless ``count_flagged``)."""
+    if not correct or speedup is None or speedup <= 0:
+        return None
+    return speedup if count_flagged or not flagged else None

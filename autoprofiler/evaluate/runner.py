@@ -55,13 +55,16 @@ POLL_S = 0.2
 # Folders the worker writes to besides its work folder, by default inside it. Without a
 # sandbox, variables the user set are kept and Inductor keeps its shared cache (compiles are
 # reused across candidates). In a sandbox only the work folder is writable, so every one of
-# them, and TMPDIR, is forced into it (torch.compile then starts cold).
+# them is forced into it (torch.compile then starts cold). TMPDIR is the work folder's always:
+# a candidate's temporary files are its own (Triton builds its launcher in a temporary
+# folder: in /tmp, every Triton candidate on the H200 was flagged writes_outside_workdir).
 WORK_FOLDERS = {
     "TORCH_EXTENSIONS_DIR": "torch_extensions",
     "TRITON_CACHE_DIR": "triton_cache",
     "TORCHINDUCTOR_CACHE_DIR": "inductor_cache",
 }
-SANDBOX_FOLDERS = {**WORK_FOLDERS, "TMPDIR": "tmp"}
+TEMPORARY_FOLDER = {"TMPDIR": "tmp"}
+SANDBOX_FOLDERS = {**WORK_FOLDERS, **TEMPORARY_FOLDER}
 OUT_OF_MEMORY_MARKERS = ("out of memory", "memoryerror", "allocate memory")
 REFERENCES = ReferencePool()
 ZYGOTES = ZygotePool()
@@ -107,11 +110,21 @@ def cuda_arch_list() -> str | None:
 _device_cache: dict[str, str] = {}
 
 
+class NoGPUError(RuntimeError):
+    """A CUDA evaluation asked for on a machine without a usable CUDA GPU (one line)."""
+
+
 def device_name(device: str) -> str:
-    """The label results are cached under: ``cuda:<GPU name>`` or ``cpu``."""
+    """The label results are cached under: ``cuda:<GPU name>`` or ``cpu``; raises
+    :class:`NoGPUError` for ``cuda`` where torch sees no CUDA GPU."""
     if device not in _device_cache:
         import torch
 
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise NoGPUError(
+                f"device {device!r} asked for, but torch sees no CUDA GPU here "
+                "(use --device cpu or auto, or replay recorded evaluations)"
+            )
         use_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
         _device_cache[device] = f"cuda:{torch.cuda.get_device_name(0)}" if use_cuda else "cpu"
     return _device_cache[device]
@@ -324,7 +337,8 @@ def worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list
         shared = {"TORCHINDUCTOR_CACHE_DIR": _shared_inductor_cache()}
         for variable, folder in WORK_FOLDERS.items():
             env.setdefault(variable, shared.get(variable) or str(work_dir / folder))
-    folders = [env[v] for v in (SANDBOX_FOLDERS if config.sandbox else WORK_FOLDERS)]
+        env.update({variable: str(work_dir / f) for variable, f in TEMPORARY_FOLDER.items()})
+    folders = [env[v] for v in SANDBOX_FOLDERS]
     for folder in folders:
         Path(folder).mkdir(parents=True, exist_ok=True)
     if on_gpu(config) and cuda_arch_list():
@@ -432,8 +446,10 @@ def _judge_candidate(
             )
             result.compiled = exchange.timed_out_in in ("run", "exit")
         else:
-            slab_id = slab[0] if slab is not None else None
-            verdict = Verdict(problem, candidate_hash, config, reference, timings, seeds, slab_id)
+            slab_id, room = (slab[0], slab[2]) if slab is not None else (None, 1.0)
+            verdict = Verdict(
+                problem, candidate_hash, config, reference, timings, seeds, slab_id, room
+            )
             result = verdict.judge(report, exchange.timing_phase_s, exchange.asked)
     finally:
         if slab is not None:
@@ -446,7 +462,7 @@ def _judge_candidate(
 
 def _offer_slab(
     config: EvalConfig, reference: ProblemReference, output_bytes: int
-) -> tuple[str, dict] | None:
+) -> tuple[str, dict, float] | None:
     """A GPU slab for this run's outputs (CUDA, no sandbox: a sandbox's own process namespace
     keeps CUDA IPC out), with a slot per correctness trial, per timed output that may be asked
     for, and the second shape; None: they cross on the host."""

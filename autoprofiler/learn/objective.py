@@ -33,29 +33,16 @@ from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from autoprofiler.evaluate.result import counted_speedup, flag_names
+
 if TYPE_CHECKING:
-    from autoprofiler.evaluate.result import EvalResult, Finding
+    from autoprofiler.evaluate.result import EvalResult
     from autoprofiler.profile.base import Profile
     from autoprofiler.rewrite.base import Candidate
 
 # Equal means within this absolute slack (float round-off, not noise).
 _EPSILON = 1e-12
 _FAILURE_CHARS = 300
-
-
-def flag_names(findings: Iterable[Finding]) -> tuple[str, ...]:
-    """The names of the findings that flag a candidate (severity ``flag``), each once."""
-    return tuple(dict.fromkeys(f.name for f in findings if f.severity == "flag"))
-
-
-def counted_speedup(
-    correct: bool, speedup: float | None, flagged: Sequence[str], count_flagged: bool = False
-) -> float | None:
-    """The speedup a verdict counts at in every score, or None when it counts as a failure:
-    not correct, not timed, or flagged (unless ``count_flagged``)."""
-    if not correct or speedup is None or speedup <= 0:
-        return None
-    return speedup if count_flagged or not flagged else None
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from autoprofiler.evaluate.result import EvalResult
-from autoprofiler.learn.objective import counted_speedup, flag_names
+from autoprofiler.evaluate.result import EvalResult, counted_speedup, flag_names
 
 
 def _ms(value: float | None) -> str:
@@ -104,26 +103,37 @@ def results_table(
 
 def optimize_table(rows: Sequence[tuple], count_flagged: bool = False) -> Table:
     """One line per optimized problem: profile, transformation, verdict, speedup, file; the
-    geomean counts failures, and flagged candidates unless ``count_flagged``, as 1.0."""
+    geomean counts failures, and flagged candidates unless ``count_flagged``, as 1.0. A row
+    may end with what ``--keep best`` kept (who wrote it, its counted speedup): a column and
+    a geomean of its own."""
+    kept = [row[5] if len(row) > 5 else None for row in rows]
     table = Table(title="optimize")
-    for column in ("problem", "profiled", "cost s", "rewrite", "verdict", "speedup", "candidate"):
+    columns = ["problem", "profiled", "cost s", "rewrite", "verdict", "speedup"]
+    columns += ["kept"] if any(kept) else []
+    for column in (*columns, "candidate"):
         table.add_column(column)
-    for problem, profile, candidate, written, result in rows:
+    for (problem, profile, candidate, written, result, *_), chosen in zip(rows, kept):
         if result is None:
             verdict, speedup = f"no candidate: {candidate.failure}", "-"
         else:
             verdict = "ok" if result.correct else result.failure_kind.value
             speedup = _speedup_cell(result)
-        table.add_row(
+        cells = [
             problem.key,
             ", ".join(profile.groups) or "nothing",
             f"{profile.cost_s:.1f}",
             str(candidate.info.get("transformation", candidate.producer)),
             verdict,
             speedup,
-            str(written or "-"),
-        )
-    timer = next((r.timer for *_, r in rows if r is not None), "")
-    caption = _geomean_caption([r for *_, r in rows], count_flagged, " over eager")
+        ]
+        if any(kept):
+            cells.append(f"{chosen['by']} {chosen['speedup']:.3g}x" if chosen else "-")
+        written = chosen["written"] if chosen else written
+        table.add_row(*cells, str(written or "-"))
+    timer = next((r.timer for *_, r in (row[:5] for row in rows) if r is not None), "")
+    caption = _geomean_caption([row[4] for row in rows], count_flagged, " over eager")
+    if any(kept):
+        value = geomean([k["speedup"] for k in kept if k] or [1.0])
+        caption += f"; kept (best of the contenders): {value:.3f}"
     table.caption = f"{caption}; timer: {timer or '-'}"
     return table

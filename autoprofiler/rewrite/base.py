@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 from autoprofiler.problem import source_hash
 
 if TYPE_CHECKING:
+    from autoprofiler.evaluate.config import EvalConfig
     from autoprofiler.problem import Problem
     from autoprofiler.profile.base import Profile
+    from autoprofiler.store import Store
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,26 @@ class RewriteContext:
     device_name: str = ""
     atol: float = 1e-4
     rtol: float = 1e-4
+
+    @classmethod
+    def for_target(cls, device: str, profile_device: str, config: EvalConfig) -> RewriteContext:
+        """What the rewriter is told of the target: the device the candidates run on
+        (``auto`` resolved here, so that a CPU-only machine is offered only what runs on a
+        CPU), the GPU's name for a CUDA target, and the float32 tolerance. Every command
+        builds it this way, so that an exported request is the one ``optimize`` would send."""
+        target = resolve_device(device)
+        atol, rtol = config.tolerance_for("float32")
+        name = profile_device if target == "cuda" else ""
+        return cls(device=target, device_name=name, atol=atol, rtol=rtol)
+
+
+def resolve_device(device: str) -> str:
+    """``cuda`` or ``cpu``: what ``auto`` means on this machine."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @dataclass
@@ -44,6 +66,14 @@ class Candidate:
     @property
     def usable(self) -> bool:
         return bool(self.source) and not self.failure
+
+    def save(self, store: Store, problem_hash: str) -> None:
+        """Keep this candidate's source in ``store`` (under its content hash), with who made it
+        and from which profile, so that its evaluations name a source that can be read."""
+        store.put_candidate(
+            self.content_hash, problem_hash, self.source, self.producer, self.profile_hash,
+            self.info,
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

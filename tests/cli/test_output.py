@@ -141,7 +141,7 @@ def test_optimize_on_a_cpu_offers_only_what_runs_there(tmp_path: Path, monkeypat
     --device auto on this machine the rewriter is told it targets the CPU."""
     monkeypatch.setenv("AUTOPROFILER_EXAMPLE_SIZE", "small")
     args = ["optimize", str(EXAMPLES), "--ids", "11", "--store", str(tmp_path / "s.sqlite")]
-    args += ["--candidates-dir", str(tmp_path / "candidates"), "--json"]
+    args += ["--candidates-dir", str(tmp_path / "candidates"), "--json", "--keep", "rewrite"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)

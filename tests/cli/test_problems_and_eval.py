@@ -111,3 +111,20 @@ def test_version_and_the_module_entry_point() -> None:
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == f"autoprofiler {__version__}"
+
+
+def test_eval_on_a_cuda_device_this_machine_lacks_is_one_line(tmp_path: Path):
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    problem = tmp_path / "1_good.py"
+    problem.write_text(SCALE_PROBLEM)
+    store = tmp_path / "store.sqlite"
+    args = ["eval", str(problem), str(problem), "--device", "cuda", "--store", str(store)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "torch sees no CUDA GPU" in lines[0], lines

@@ -117,6 +117,8 @@ def test_optimize_writes_and_checks_a_generated_triton_kernel(tmp_path: Path):
             str(tmp_path / "s.sqlite"),
             "--candidates-dir",
             str(tmp_path / "cands"),
+            "--keep",
+            "rewrite",  # the rewriter's candidate is written, whatever is faster
             "-o",
             str(out),
         ],

@@ -42,7 +42,8 @@ def _small(monkeypatch: pytest.MonkeyPatch) -> None:
 def optimize_args(tmp_path: Path, rewriter: str, *extra: str) -> list[str]:
     return [
         "optimize", str(EXAMPLES), "--ids", IDS, "--device", "cpu", "--rewriter", rewriter,
-        "--store", str(tmp_path / "s.sqlite"), "--candidates-dir", str(tmp_path / "c"), *extra,
+        "--store", str(tmp_path / "s.sqlite"), "--candidates-dir", str(tmp_path / "c"),
+        "--keep", "rewrite", *extra,  # one candidate a problem: what progress is about
     ]  # fmt: skip
 
 

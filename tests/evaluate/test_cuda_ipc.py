@@ -189,7 +189,7 @@ class _Reference:
 
     def offer_slab(self, correctness: int, timed: int, timeout_s: float):
         self.asked.append((correctness, timed))
-        return ("slab-id", {"handle": "00" * 64, "size": 0, "slots": {}})
+        return ("slab-id", {"handle": "00" * 64, "size": 0, "slots": {}}, 1.0)
 
 
 @pytest.mark.parametrize(
@@ -210,3 +210,15 @@ def test_a_slab_is_offered_on_a_gpu_only(monkeypatch, label, sandbox, output_byt
         EvalConfig(device="cuda", sandbox=sandbox), reference, output_bytes
     )
     assert reference.asked == asked and (offered is not None) == bool(asked)
+
+
+def test_a_slab_leaves_the_candidate_room_on_the_gpu() -> None:
+    from autoprofiler.evaluate.reference import slab_fits
+
+    gib = 2**30
+    # KernelBench L1/23 Softmax on an H200: 6 GiB outputs, ten slots, 135 GiB free.
+    assert slab_fits(57 * gib, 135 * gib, 6 * gib)
+    # Over the share of free memory, or leaving too little for the candidate's own trials.
+    assert not slab_fits(85 * gib, 135 * gib, 8 * gib)
+    assert not slab_fits(20 * gib, 40 * gib, 4 * gib)
+    assert slab_fits(1 * gib, 40 * gib, 100 * 2**20)

@@ -15,7 +15,12 @@ from autoprofiler.evaluate.inputs import OutputError, TrialSeeds, load_outputs, 
 from autoprofiler.evaluate.runner import CHECK_ALL_TIMED_BYTES, TIMED_SAMPLE, _timed_sample
 from autoprofiler.evaluate.settings import settings_changes, speed_settings
 from autoprofiler.evaluate.timing import LoopRecord
-from autoprofiler.evaluate.verdict import check_timing, expected_phase_s
+from autoprofiler.evaluate.verdict import (
+    at_tolerance_edge,
+    check_timing,
+    expected_phase_s,
+    least_trials,
+)
 from autoprofiler.problem import Problem
 from tests.adversarial.cases import HONEST
 
@@ -68,6 +73,21 @@ def test_contradicted_timings_are_refused(candidate: LoopRecord, wall_s: float, 
     finding = check_timing(candidate, wall_s, record(), CONFIG)
     assert finding is not None and finding.severity == "reject", finding
     assert words in finding.detail
+
+
+def test_an_output_slab_that_squeezes_the_pool_lowers_the_trials_due() -> None:
+    """KernelBench L1/84 on the H200: the reference's pool held 6 trials of 4 GiB outputs;
+    the 39 GiB slab left the candidate 71 % of the memory, and its pool held 5."""
+    reference, config = record(trials=6), EvalConfig(device="cuda", min_timing_trials=10)
+    assert least_trials(reference, config) == 6  # no slab: as many as the reference had
+    assert least_trials(reference, config, room=0.71) == 3
+    assert least_trials(reference, config, room=0.1) == 1
+    assert least_trials(record(trials=200), config, room=0.71) == 10  # time-bound: unchanged
+    candidate = record(trials=5)
+    wall = expected_phase_s(candidate, reference, config.warmup_ms)
+    assert check_timing(candidate, wall, reference, config, room=0.71) is None
+    refused = check_timing(candidate, wall, reference, config)
+    assert refused is not None and "at least 6 were due" in refused.detail
 
 
 def test_the_cpu_tolerance_is_the_reference_timers_not_the_candidates() -> None:
@@ -187,3 +207,17 @@ def test_times_forged_in_the_candidates_process_are_refused_by_the_wall_clock(tm
     found = {f.name: f.severity for f in result.findings}
     assert found.get("timing_contradicted") == "flag", result.failure_message  # (a GPU: reject)
     assert "timing_contradicted" in result.flagged  # so its speedup is not counted
+
+
+@pytest.mark.parametrize(
+    ("answer", "edge"),
+    [
+        ({"kind": "wrong_values", "max_abs_diff": 1.64e-4}, True),  # L2/18 on the H200
+        ({"kind": "wrong_values", "max_abs_diff": 0.3}, False),  # a stale output
+        ({"kind": "wrong_values", "max_abs_diff": float("nan")}, False),  # an empty one
+        ({"kind": "wrong_shape", "max_abs_diff": 0.0}, False),
+        ({"kind": "missing"}, False),
+    ],
+)
+def test_a_timed_output_at_the_tolerance_edge_is_wrong_values_not_a_cheat(answer, edge):
+    assert at_tolerance_edge(answer, 1e-4, 1e-4) is edge

@@ -83,6 +83,31 @@ def test_a_write_outside_the_work_folder_is_flagged(
     assert str(target) in flagged.detail and target.exists()
 
 
+TEMPORARY_FILES = HONEST.replace(
+    "class ModelNew",
+    """import os as _os
+import tempfile as _tempfile
+
+# As Triton does when it builds a kernel's launcher: a temporary folder, then a file in it.
+_folder = _tempfile.mkdtemp()
+with open(_os.path.join(_folder, "launcher.c"), "w") as _handle:
+    _handle.write("int main(void) { return 0; }")
+
+
+class ModelNew""",
+    1,
+)
+
+
+def test_temporary_files_are_the_candidates_own(tmp_path: Path) -> None:
+    """TMPDIR is inside the work folder, in a forked candidate too: Triton's temporary build
+    files are not writes outside it (on the H200 every Triton reply was flagged for them)."""
+    assert "class ModelNew" in TEMPORARY_FILES and TEMPORARY_FILES != HONEST
+    result = evaluate(redteam_problem(), TEMPORARY_FILES, CONFIG, work_root=tmp_path)
+    assert result.correct, result.failure_message
+    assert "writes_outside_workdir" not in {f.name for f in result.findings}
+
+
 def test_the_memory_cap_is_left_out_of_the_configuration_hash() -> None:
     assert EvalConfig(memory_limit_gb=2).config_hash == EvalConfig().config_hash
     assert EvalConfig(sandbox="bwrap").config_hash == EvalConfig().config_hash

@@ -82,6 +82,7 @@ def test_replies_in_then_optimize_asks_no_server(tmp_path: Path) -> None:
     args = ["optimize", str(EXAMPLES), "--ids", "5,7", "--tree", configuration, "--replay"]
     args += ["--rewriter", "llm", "--llm", "recorded:openai:gpt-test", "--profile-device", "H200"]
     args += ["--device", "cpu", "--store", store, "--candidates-dir", str(tmp_path / "out")]
+    args += ["--keep", "rewrite"]  # the replies are what is tested
     ran = runner.invoke(app, [*args, "-o", str(tmp_path / "results.json")])
     assert ran.exit_code == 0, ran.output
     rows = {row["problem"]: row for row in json.loads((tmp_path / "results.json").read_text())}
