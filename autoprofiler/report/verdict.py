@@ -130,7 +130,7 @@ def optimize_table(rows: Sequence[tuple], count_flagged: bool = False) -> Table:
             cells.append(f"{chosen['by']} {chosen['speedup']:.3g}x" if chosen else "-")
         written = chosen["written"] if chosen else written
         table.add_row(*cells, str(written or "-"))
-    timer = next((r.timer for *_, r in (row[:5] for row in rows) if r is not None), "")
+    timer = next((row[4].timer for row in rows if row[4] is not None), "")
     caption = _geomean_caption([row[4] for row in rows], count_flagged, " over eager")
     if any(kept):
         value = geomean([k["speedup"] for k in kept if k] or [1.0])
