@@ -18,6 +18,7 @@ Two tables: the LLM's flagged kernels counted as 1.0x (the default), then counte
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import statistics
@@ -70,8 +71,6 @@ def _groups(problems: dict[str, str], more: set[str]) -> list[tuple[list[Path], 
 
 def _more_problems() -> set[str]:
     """Keys of the problems the second recordings file holds."""
-    import gzip
-
     keys = set()
     with gzip.open(MORE, "rt", encoding="utf-8") as handle:
         for line in handle:

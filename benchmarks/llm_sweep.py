@@ -69,6 +69,11 @@ def sweep_config(device: str = "cuda") -> EvalConfig:
     return EvalConfig(device=device, time_compile_baseline=True)
 
 
+def target_context(device_key: str) -> RewriteContext:
+    """What the rewriter was told when the requests were exported: a CUDA target, that GPU."""
+    return RewriteContext.for_target("cuda", device_key, EvalConfig(device="cuda"))
+
+
 def reply_kind(source: str) -> str:
     """What a candidate is written in: a CUDA C++ extension, Triton, or neither."""
     if "load_inline" in source:
@@ -134,7 +139,7 @@ def _rebuilt(
     store: Store, wanted: dict[str, dict], device_key: str, known: set[str]
 ) -> dict[str, tuple[Problem, str, BatchRequest, object]]:
     profiler = RecordedProfiler(store, device_key)
-    context = RewriteContext.for_target("cuda", device_key, EvalConfig(device="cuda"))
+    context = target_context(device_key)
     hashes = dict.fromkeys(h for h, d, _, _ in store.iter_profile_records() if d == device_key)
     problems = [p for h in hashes if (p := store.get_problem(h)) is not None]
     trees = {name: resolve_tree(name).validate() for name in CONFIGS}
@@ -172,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%d requests rebuilt; %d replies", len(found), import_replies(args.replies, store))
         client = make_client(LLMConfig.from_spec(f"recorded:{MODEL_ID}"), store)
         rewriter = LLMRewriter(client)
-        context = RewriteContext.for_target("cuda", args.profile_device, EvalConfig(device="cuda"))
+        context = target_context(args.profile_device)
         by_problem: dict[str, list[tuple[str, str, Candidate, Problem]]] = {}
         for custom_id, (problem, name, _, profile) in found.items():
             candidate = rewriter.rewrite(problem, profile, context)
