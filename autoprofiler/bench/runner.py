@@ -60,6 +60,7 @@ SPEC_SPACE = "bench.spec"
 ROW_SPACE = "bench.row"
 RUN_SPACE = "bench.run"
 BENCH_VERSION = 1
+BEST_START = "best"
 
 
 class BenchError(RuntimeError):
@@ -112,8 +113,13 @@ class Bench:
     """A named bench over ``store`` (see the module docstring).
 
     ``configurations`` are the fixed trees scored without a budget (default: every fixed
-    configuration); ``compile_baseline`` also evaluates ``torch.compile`` of each test problem,
-    for the speedups over it; ``executor`` runs the evaluations (default: one by one here).
+    configuration); ``start`` is the tree each budget's study starts from (default: the empty
+    tree), or ``"best"``: the configuration that scores best on the training problems under
+    that budget (a tie goes to the cheaper); ``compile_baseline`` also evaluates
+    ``torch.compile`` of each test problem, for the speedups over it; ``executor`` runs the
+    evaluations (default: one by one here).
+    A study whose proposer waits for a batch reply stops there; the requests are in
+    ``pending`` after the run (export them, import the replies, run again to go on).
     Without ``use_cache`` nothing stored by an earlier run is reused: candidates, evaluations,
     baselines and scored rows are made again (the studies' trials are kept and continued).
     """
@@ -132,9 +138,12 @@ class Bench:
         learn_config: LearnConfig | None = None,
         compile_baseline: bool = True,
         configurations: Mapping[str, ProfilingTree] = FIXED_TREES,
+        start: ProfilingTree | str | None = None,
         executor: Executor | None = None,
         use_cache: bool = True,
     ) -> None:
+        if isinstance(start, str) and start != BEST_START:
+            raise BenchError(f"start must be a tree or {BEST_START!r}, not {start!r}")
         self.name = name
         self.store = store
         self.profiler = profiler
@@ -146,9 +155,11 @@ class Bench:
         self.learn_config = learn_config or LearnConfig()
         self.compile_baseline = compile_baseline
         self.configurations = dict(configurations)
+        self.start = start
         self.executor = executor
         self.use_cache = use_cache
         self.rewriter_id = rewriter_cache_id(rewriter)
+        self.pending: list[Any] = []  # requests the studies of the last run wait for
         self._stats: list[CacheStats] = []
         self._compile_runs = 0
 
@@ -191,7 +202,11 @@ class Bench:
             "objective": self.objective.to_dict(),
             "seed": self.learn_config.seed,
             "compile_baseline": self.compile_baseline,
+            **({} if self.start is None else {"start": self._start_label()}),
         }
+
+    def _start_label(self) -> str:
+        return self.start if isinstance(self.start, str) else self.start.content_hash
 
     def run(
         self,
@@ -210,6 +225,7 @@ class Bench:
             raise BenchError("a bench needs training problems, test problems and a budget")
         say = on_progress or log.info
         spec = self._open(train, test)
+        self.pending.clear()
         self._stats.clear()
         self._compile_runs = 0
         compile_baselines = self._compile_baselines(test, say) if self.compile_baseline else {}
@@ -217,7 +233,7 @@ class Bench:
         fixed = []
         for name, tree in self.configurations.items():
             say(f"scoring {name} on {len(test)} test problems")
-            fixed.append(self._config_score(unlimited, name, tree, test))
+            fixed.append(self.config_score(unlimited, name, tree, test))
         per_budget = [
             self._budget(budget, weight, train, test, say)
             for budget in budgets
@@ -268,7 +284,8 @@ class Bench:
         self, test: Sequence[Problem], say: Callable[[str], None]
     ) -> dict[str, CompileBaseline]:
         say(f"torch.compile against eager on {len(test)} test problems")
-        baselines = self._recorded_compile_baselines()
+        device = self.eval_config.replay_device
+        baselines = {} if device is None else recorded_compile_baselines(self.store, device)
         pairs = [(p, compiled_candidate(p)) for p in test if p.content_hash not in baselines]
         for problem, _, result in evaluate_many(
             pairs,
@@ -285,22 +302,7 @@ class Bench:
             )
         return {p.content_hash: baselines[p.content_hash] for p in test}
 
-    def _recorded_compile_baselines(self) -> dict[str, CompileBaseline]:
-        """With replayed evaluations: torch.compile against eager as the recorded evaluations
-        timed it beside the candidates (``EvalConfig.time_compile_baseline``), by problem."""
-        device = self.eval_config.replay_device
-        if device is None:
-            return {}
-        medians: dict[str, dict[str, float]] = {}
-        for _, problem_hash, _, kind, timing in self.store.iter_baselines(device):
-            medians.setdefault(problem_hash, {})[kind] = timing["median_ms"]
-        return {
-            problem_hash: CompileBaseline(True, kinds["eager"] / kinds["compile"])
-            for problem_hash, kinds in medians.items()
-            if kinds.get("eager", 0) > 0 and kinds.get("compile", 0) > 0
-        }
-
-    def _config_score(
+    def config_score(
         self, scorer: TreeScorer, name: str, tree: ProfilingTree, problems: Sequence[Problem]
     ) -> ConfigScore:
         """``tree`` scored on ``problems`` under the scorer's budget, from the store if done."""
@@ -339,23 +341,51 @@ class Bench:
                 f" {state.trials} trials, {state.accepted} accepted, best {state.best.value:.4g}"
             )
 
+        start = self._start_tree(scorer, train)
         try:
             learned: LearnResult = learner.learn(
-                study, train, (), fixed_tree("none"), resume=resume, on_progress=progress
+                study, train, (), start, resume=resume, on_progress=progress
             )
         except StudyError as exc:
             raise BenchError(str(exc)) from None
+        if learned.pending is not None:
+            self.pending.append(learned.pending)
         say(f"scoring the tree learned under {label} on {len(test)} test problems")
         return BudgetResult(
             budget_s=budget_s,
             cost_weight=cost_weight,
             study=study,
-            learned=self._config_score(scorer, LEARNED, learned.tree, test),
+            learned=self.config_score(scorer, LEARNED, learned.tree, test),
             train_score=learned.score,
             start_train_score=learned.start_score,
             trials=learning_curve(learned.trials),
             stop_reason=learned.stop_reason,
         )
+
+    def _start_tree(self, scorer: TreeScorer, train: Sequence[Problem]) -> ProfilingTree:
+        """The tree a budget's study starts from (see the class docstring)."""
+        if self.start is None:
+            return fixed_tree("none")
+        if isinstance(self.start, ProfilingTree):
+            return self.start
+        scores = {name: scorer.score(tree, train) for name, tree in self.configurations.items()}
+        best = max(scores, key=lambda name: (scores[name].value, -scores[name].mean_cost_s))
+        return self.configurations[best]
+
+
+def recorded_compile_baselines(store: Store, device: str) -> dict[str, CompileBaseline]:
+    """torch.compile against eager as recorded evaluations on ``device`` timed it beside the
+    candidates (``EvalConfig.time_compile_baseline``), by problem hash."""
+    medians: dict[str, dict[str, float]] = {}
+    for _, problem_hash, _, kind, timing in store.iter_baselines(device):
+        # Evaluator version 2 on stores the raw record with its statistics beside it.
+        stats = timing.get("stats", timing)
+        medians.setdefault(problem_hash, {})[kind] = stats["median_ms"]
+    return {
+        problem_hash: CompileBaseline(True, kinds["eager"] / kinds["compile"])
+        for problem_hash, kinds in medians.items()
+        if kinds.get("eager", 0) > 0 and kinds.get("compile", 0) > 0
+    }
 
 
 def learning_curve(trials: Sequence[Any]) -> tuple[TrialPoint, ...]:

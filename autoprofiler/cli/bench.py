@@ -25,6 +25,7 @@ from autoprofiler.cli.options import (
     JsonOption,
     LevelsOption,
     LLMOption,
+    MenuOption,
     NoCacheOption,
     ObjectiveOption,
     OutputOption,
@@ -36,12 +37,14 @@ from autoprofiler.cli.options import (
     RecordingsOption,
     ReplayOption,
     RewriterOption,
+    RoutingOption,
     SeedOption,
     StoreOption,
     TimeLimitOption,
     TrainOption,
     WorkersOption,
     checked,
+    menu_and_routing,
     output_file,
     train_spec,
 )
@@ -115,6 +118,8 @@ def bench_command(
             "of the learned trees.",
         ),
     ] = "0",
+    menu: MenuOption = None,
+    routing: RoutingOption = "static,ncu.SpeedOfLight",
     device: DeviceOption = "auto",
     executor: ExecutorOption = "local",
     workers: WorkersOption = None,
@@ -146,12 +151,17 @@ def bench_command(
     basic, detailed, full, curated24) and the learned tree are scored on the test problems
     through the same rewriter and evaluator. Prints a table per budget; everything is stored,
     so a rerun skips finished work (--no-cache: does it again).
+
+    With --menu the configurations are the menu's, each a one-leaf tree that shows its leaf,
+    and each budget's study starts from the one best on the training problems under that
+    budget and keeps every leaf on the menu (see `learn --menu`).
     """
     from autoprofiler.bench.runner import Bench, BenchError, parse_budgets, parse_cost_weights
     from autoprofiler.evaluate import evaluation_device, export_evaluations
     from autoprofiler.learn.learner import LearnConfig
     from autoprofiler.learn.objective import Objective
     from autoprofiler.report.tables import bench_tables, pareto_table
+    from autoprofiler.tree import Node, ProfilingTree
 
     require_llm(llm, rewriter, proposer)
     if not replay and problems is None:
@@ -166,12 +176,17 @@ def bench_command(
         parts = learning(db, device_key, device, selection, replaying)
         train_set, test_set = _split(parts.problems, train, test, seed)
         replayed = parts.eval_config.replay_device
+        configurations, routed_by = menu_and_routing(menu, routing)
+        menu_trees = {
+            name: ProfilingTree(Node("n0", groups), f"fixed: {name}", show="leaf")
+            for name, groups in configurations.items()
+        }
         bench = Bench(
             name,
             db,
             parts.profiler,
             make_rewriter(rewriter, llm, base_url, db),
-            make_proposer(proposer, edits_per_round, llm, base_url, db),
+            make_proposer(proposer, edits_per_round, llm, base_url, db, configurations, routed_by),
             eval_config=parts.eval_config,
             context=parts.context,
             objective=Objective(objective, count_flagged=count_flagged),
@@ -179,6 +194,7 @@ def bench_command(
             compile_baseline=compile_baseline,
             executor=pool,
             use_cache=not no_cache,
+            **({"configurations": menu_trees, "start": "best"} if menu else {}),
         )
         replaying = f", evaluations replayed from {replayed}" if replayed else ""
         note(

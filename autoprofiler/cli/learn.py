@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +15,7 @@ from autoprofiler.cli.learning import learning
 from autoprofiler.cli.options import (
     DEFAULT_STORE,
     BaseURLOption,
+    BatchFormatOption,
     BudgetOption,
     CountFlaggedOption,
     DeviceOption,
@@ -25,6 +28,7 @@ from autoprofiler.cli.options import (
     JsonOption,
     LevelsOption,
     LLMOption,
+    MenuOption,
     NoCacheOption,
     ObjectiveOption,
     OutputOption,
@@ -35,12 +39,14 @@ from autoprofiler.cli.options import (
     RayAddressOption,
     RecordingsOption,
     RewriterOption,
+    RoutingOption,
     SeedOption,
     StoreOption,
     TimeLimitOption,
     TrainOption,
     WorkersOption,
     checked,
+    menu_and_routing,
     train_spec,
     tree_spec,
 )
@@ -54,6 +60,7 @@ if TYPE_CHECKING:
     from autoprofiler.learn.learner import LearnResult, TreeLearner
     from autoprofiler.learn.objective import TreeScore
     from autoprofiler.problem import Problem
+    from autoprofiler.store import Store
     from autoprofiler.tree import ProfilingTree
 
 
@@ -108,6 +115,17 @@ def learn_command(
     llm: LLMOption = None,
     base_url: BaseURLOption = None,
     no_cache: NoCacheOption = False,
+    menu: MenuOption = None,
+    routing: RoutingOption = "static,ncu.SpeedOfLight",
+    requests_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--requests-out",
+            help="Where a round waiting for an LLM proposer's reply writes its request "
+            "(with --llm recorded:...; default STUDY-roundN.requests.jsonl).",
+        ),
+    ] = None,
+    batch_format: BatchFormatOption = "openai",
     as_json: JsonOption = False,
     output: OutputOption = None,
 ) -> None:
@@ -119,6 +137,10 @@ def learn_command(
     by more than the timing noise. Every trial is stored: kill the run at any point and
     continue it with --resume. The results are the learned tree: --json prints its JSON and
     -o writes it (a tree file for --tree).
+
+    With the LLM proposer answered in batches (--llm recorded:PROVIDER:MODEL), a round whose
+    request has no reply yet writes that request (--requests-out) and stops; import the reply
+    with `replies import` and run the same command with --resume.
     """
     from autoprofiler.learn.learner import LearnConfig, TreeLearner
     from autoprofiler.learn.objective import Objective
@@ -132,6 +154,9 @@ def learn_command(
         objective, noise_floor=noise_floor, cost_weight=cost_weight, count_flagged=count_flagged
     )
     start_tree = resolve_tree(start).validate()
+    configurations, routed_by = menu_and_routing(menu, routing)
+    if menu:
+        start_tree = replace(start_tree, show="leaf")
     with open_store(store, recordings) as db, make_executor(executor, workers, ray_address) as pool:
         device_key = recorded_device(db, profile_device_name)
         selection, replaying = (problems, levels, ids), (evaluations, evaluated_device)
@@ -151,7 +176,9 @@ def learn_command(
             context=parts.context,
             use_cache=not no_cache,
         )
-        chosen_proposer = make_proposer(proposer, edits_per_round, llm, base_url, db)
+        chosen_proposer = make_proposer(
+            proposer, edits_per_round, llm, base_url, db, list(configurations.values()), routed_by
+        )
         learner = TreeLearner(
             scorer, chosen_proposer, LearnConfig(iterations, patience, time_limit, seed)
         )
@@ -164,6 +191,8 @@ def learn_command(
             result = _run(learner, study, train_set, validation_set, start_tree, resume)
         except StudyError as exc:
             fail(str(exc))
+        if result.pending is not None:
+            _export_pending(result, requests_out, db, batch_format, store)
     document = to_json(result.tree.to_dict())
     if as_json:
         typer.echo(document)
@@ -208,6 +237,22 @@ def _run(
             completed=result.rounds,
         )
     return result
+
+
+def _export_pending(
+    result: LearnResult, path: Path | None, store: Store, batch_format: str, store_path: str
+) -> None:
+    """Write the request the study waits for, and say how to go on."""
+    from autoprofiler.llm.batch import export_requests
+
+    request = result.pending
+    path = path or Path(f"{result.study}-{request.configuration}.requests.jsonl")
+    export_requests([request], path, store, batch_format)
+    note(
+        f"study {result.study} waits for a reply to its {request.configuration} request, "
+        f"written to {path}: answer it, `autoprofiler replies import REPLIES --store "
+        f"{store_path}`, then run this command again with --resume"
+    )
 
 
 def _score_cells(score: TreeScore | None) -> list[str]:

@@ -119,6 +119,49 @@ def tree_spec(spec: str) -> None:
     resolve_tree(spec).validate()
 
 
+def menu_configurations(spec: str) -> dict[str, tuple[str, ...]]:
+    """The groups of each configuration of ``--menu a,b+c`` (fixed names or groups joined by
+    +), by the name given; ``ValueError`` for a bad one or fewer than two different ones."""
+    from autoprofiler.tree.fixed import combined_tree
+
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    configurations: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        groups = combined_tree(name).root.collect
+        if groups not in configurations.values():
+            configurations[name] = groups
+    if len(configurations) < 2:
+        raise ValueError("a menu needs at least two different configurations")
+    return configurations
+
+
+def menu_spec(spec: str) -> None:
+    menu_configurations(spec)
+
+
+def menu_and_routing(
+    menu: str | None, routing: str
+) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """``--menu``'s configurations by name and ``--routing``'s groups (both empty without a
+    menu)."""
+    if not menu:
+        return {}, ()
+    return menu_configurations(menu), tuple(group_names([routing]))
+
+
+def group_names_spec(spec: str) -> None:
+    """Raise ``ValueError`` unless every comma-separated name is a catalogue group."""
+    from autoprofiler.profile.catalogue import UnknownGroupError, get_group
+
+    for name in group_names([spec]):
+        try:
+            get_group(name)
+        except UnknownGroupError as exc:
+            raise ValueError(str(exc)) from None
+    if not group_names([spec]):
+        raise ValueError("name at least one group")
+
+
 def group_names(values: list[str] | None) -> list[str]:
     """The groups of ``-g a,b -g c``, in order."""
     return [g.strip() for text in values or [] for g in text.split(",") if g.strip()]
@@ -376,8 +419,36 @@ TimeLimitOption = Annotated[
     float | None, typer.Option("--time-limit", min=0.0, help="Stop learning after S seconds.")
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the split and the proposer.")]
+MenuOption = Annotated[
+    str | None,
+    typer.Option(
+        "--menu",
+        callback=checked(menu_spec),
+        help="Configurations a leaf may show, comma-separated (fixed names or groups joined "
+        "by +): trees show the rewriter their leaf's configuration only (show: leaf), and the "
+        "proposers keep every leaf on this menu.",
+    ),
+]
+RoutingOption = Annotated[
+    str,
+    typer.Option(
+        "--routing",
+        callback=checked(group_names_spec),
+        help="With --menu: the groups a condition node may collect to route on.",
+    ),
+]
 
 # Results.
+BATCH_FORMATS = ("openai", "anthropic")
+BatchFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        callback=choice(*BATCH_FORMATS),
+        help="Batch format of exported requests: openai (Batch API) or anthropic (Message "
+        "Batches).",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the results as JSON.")]
 OutputFileOption = Annotated[
     Path,

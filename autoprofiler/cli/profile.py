@@ -128,10 +128,11 @@ def profile_command(
 
 
 def _summary(result: Profile) -> str:
-    """What a profile took: the path, the groups collected, the cost."""
+    """What a profile took: the path, the groups collected (and shown), the cost."""
+    shown = "" if result.shown is None else f"; shown {', '.join(result.shown.groups) or 'nothing'}"
     return (
         f"path {' -> '.join(result.path)}; collected "
-        f"{', '.join(result.groups) or 'nothing'}; cost {result.cost_s:.2f} s"
+        f"{', '.join(result.groups) or 'nothing'}{shown}; cost {result.cost_s:.2f} s"
     )
 
 
@@ -143,4 +144,4 @@ def _show(key: str, row: dict[str, Any]) -> None:
     console.rule(key)
     console.print(_summary(result), highlight=False, markup=False)
     if not quiet():
-        console.print(render_profile(result, GROUPS), highlight=False, markup=False)
+        console.print(render_profile(result.seen, GROUPS), highlight=False, markup=False)

@@ -10,6 +10,7 @@ import typer
 from autoprofiler.cli.console import console, fail
 from autoprofiler.cli.options import (
     DEFAULT_STORE,
+    BatchFormatOption,
     BudgetOption,
     IdsOption,
     LevelsOption,
@@ -38,7 +39,6 @@ from autoprofiler.cli.stores import open_store
 prompts_app = typer.Typer(help="Export the LLM rewriter's requests as a batch.")
 # Exporting sends nothing: no API key is needed to name the model.
 NO_KEYS_NEEDED = {"OPENAI_API_KEY": "-", "ANTHROPIC_API_KEY": "-"}
-BATCH_FORMATS = ("openai", "anthropic")
 
 
 def config_names(text: str) -> list[str]:
@@ -75,14 +75,7 @@ def export_command(
         ),
     ] = "none,static",
     budget: BudgetOption = None,
-    batch_format: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            callback=choice(*BATCH_FORMATS),
-            help="openai (Batch API) or anthropic (Message Batches).",
-        ),
-    ] = "openai",
+    batch_format: BatchFormatOption = "openai",
     replay: ReplayOption = False,
     recordings: RecordingsOption = None,
     profile_device_name: ProfileDeviceOption = "",

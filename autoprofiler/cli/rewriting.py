@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from autoprofiler.cli.console import fail
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from autoprofiler.evaluate import EvalConfig
     from autoprofiler.learn.proposers import Proposer
     from autoprofiler.llm import LLMClient
@@ -105,11 +107,18 @@ def make_rewriter(spec: str, llm: str | None, base_url: str | None, store: Store
 
 
 def make_proposer(
-    kind: ProposerKind, edits: int, llm: str | None, base_url: str | None, store: Store
+    kind: ProposerKind,
+    edits: int,
+    llm: str | None,
+    base_url: str | None,
+    store: Store,
+    menu: Sequence[Sequence[str]] = (),
+    routing: Sequence[str] = (),
 ) -> Proposer:
-    """The proposer ``--proposer`` names."""
+    """The proposer ``--proposer`` names (keeping leaves on ``menu`` when one is given)."""
     from autoprofiler.learn.proposers import LLMProposer, LocalSearchProposer
 
     if kind is ProposerKind.search:
-        return LocalSearchProposer(edits_per_round=edits)
-    return LLMProposer(llm_client(llm, base_url, store), edits_per_round=edits)
+        return LocalSearchProposer(edits_per_round=edits, menu=menu, routing=routing)
+    client = llm_client(llm, base_url, store)
+    return LLMProposer(client, edits_per_round=edits, menu=menu, routing=routing)

@@ -22,10 +22,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from autoprofiler.evaluate.runner import evaluation_device
 from autoprofiler.learn.objective import TreeScore, judge
-from autoprofiler.learn.proposers.base import Proposal, ProposalContext, Proposer
+from autoprofiler.learn.proposers.base import AwaitingReply, Proposal, ProposalContext, Proposer
 from autoprofiler.learn.recorded import RecordedSummary
 from autoprofiler.learn.scoring import CacheStats, TreeScorer
 from autoprofiler.learn.study import StudySpec, StudyStorage, Trial, TrialState
@@ -74,7 +75,8 @@ class LearnResult:
     """What a study learned, against where it started.
 
     ``validation`` and ``start_validation`` are None without validation problems; ``cache``
-    covers this run only.
+    covers this run only. ``pending`` is the request a batch-answered proposer waits for (the
+    study stopped before that round; resume once its reply is imported), else None.
     """
 
     study: str
@@ -88,6 +90,7 @@ class LearnResult:
     stop_reason: str
     cache: CacheStats
     wall_s: float
+    pending: Any = None
 
     @property
     def accepted(self) -> int:
@@ -218,6 +221,7 @@ class TreeLearner:
         summary = RecordedSummary.of(self.scorer.profiler, train)
         round_, done, stale = _position(trials)
         run.report(round_, self.config.iterations)
+        pending = None
         while not (stop := self._stop_reason(round_, stale, began)):
             context = ProposalContext(
                 tree=run.tree,
@@ -227,8 +231,13 @@ class TreeLearner:
                 history=[t for t in trials if t.round < round_],
                 round=round_,
                 seed=self.config.seed,
+                study=study,
             )
-            proposals = self.proposer.propose(context)
+            try:
+                proposals = self.proposer.propose(context)
+            except AwaitingReply as waiting:
+                pending, stop = waiting.request, f"waiting for a reply ({waiting})"
+                break
             if not proposals:
                 stop = "the proposer has nothing new to try"
                 break
@@ -245,7 +254,9 @@ class TreeLearner:
             study=study,
             start_tree=start,
             tree=ProfilingTree(
-                run.tree.root, f"learned in study {study}: {edits} edits of ({origin})"
+                run.tree.root,
+                f"learned in study {study}: {edits} edits of ({origin})",
+                run.tree.show,
             ),
             start_score=start_score,
             score=run.score,
@@ -255,6 +266,7 @@ class TreeLearner:
             stop_reason=stop,
             cache=self.scorer.stats,
             wall_s=time.monotonic() - began,
+            pending=pending,
         )
 
     def _replay(self, run: _Run) -> None:

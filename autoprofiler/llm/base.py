@@ -100,6 +100,10 @@ class LLMError(RuntimeError):
         self.retry_after_s = retry_after_s
 
 
+class NotRecordedError(LLMError):
+    """A replay-only client was asked a request no imported reply answers."""
+
+
 class LLMClient(ABC):
     """A chat model behind some API.
 

@@ -3,14 +3,21 @@
 It stands for ``PROVIDER:MODEL`` (its model id is that one, so the reply cache's keys are the
 same), and answers only from the store: replies imported with ``autoprofiler replies import``
 (:mod:`autoprofiler.llm.batch`) are found by :class:`~autoprofiler.llm.cache.CachedLLMClient`
-before it is asked; a request it is asked is one with no reply, and fails as ``not_recorded``.
+before it is asked; a request it is asked is one with no reply, and fails as ``not_recorded``
+(``NotRecordedError``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autoprofiler.llm.base import ChatMessage, LLMClient, LLMError, LLMReply, SamplingParams
+from autoprofiler.llm.base import (
+    ChatMessage,
+    LLMClient,
+    LLMReply,
+    NotRecordedError,
+    SamplingParams,
+)
 
 
 class RecordedLLMClient(LLMClient):
@@ -26,7 +33,7 @@ class RecordedLLMClient(LLMClient):
     def complete(
         self, messages: Sequence[ChatMessage], params: SamplingParams | None = None
     ) -> LLMReply:
-        raise LLMError(
+        raise NotRecordedError(
             f"not_recorded: no reply of {self._model_id} was imported for this request "
             "(autoprofiler prompts export, then replies import)"
         )

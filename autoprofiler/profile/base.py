@@ -6,7 +6,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -75,6 +75,8 @@ class Profile:
     duration-weighted aggregate over the profiled kernels; ``notes`` say how a profiler limited
     what it saw (e.g. sampled launches). ``cost_s`` is the total profiler wall
     time charged, start-up included; ``startup_s`` is the part of it that was start-up.
+    ``shown``, when set, is the part of it the rewriter is shown (a tree whose leaves choose
+    what to show: ``ProfilingTree.show``); ``seen`` is what the rewriter reads either way.
     """
 
     problem_hash: str
@@ -89,6 +91,12 @@ class Profile:
     startup_s: float = 0.0
     cost_s: float = 0.0
     replay_passes: int = 0
+    shown: Profile | None = None
+
+    @property
+    def seen(self) -> Profile:
+        """What a rewriter is given: ``shown`` when a tree chose it, else this profile."""
+        return self if self.shown is None else self.shown
 
     def value(self, name: str) -> float | None:
         """The value of ``name`` or None when it was not collected (or is not a number)."""
@@ -99,13 +107,16 @@ class Profile:
 
     @property
     def content_hash(self) -> str:
-        """Hash of the information collected (metrics and kernels), not of its cost or path.
+        """Hash of the information the rewriter is given (metrics and kernels; those of
+        ``shown`` when set), not of its cost or path.
 
         Two trees that give a problem the same information produce the same hash, so a
         rewrite of that profile is cached once.
         """
         import hashlib
 
+        if self.shown is not None:
+            return self.shown.content_hash
         data = asdict(self)
         text = json.dumps([data["metrics"], data["kernels"]], sort_keys=True, default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
@@ -124,11 +135,37 @@ class Profile:
         merged.startup_s += other.startup_s
         merged.cost_s += other.cost_s
         merged.replay_passes += other.replay_passes
+        merged.shown = None  # what was shown of one part says nothing of the merged whole
         return merged
+
+    def restricted(self, groups: Sequence[MetricGroup], startup_s: float = 0.0) -> Profile:
+        """The part of this profile that ``groups`` gave, as if collected alone with one
+        start-up of ``startup_s``: their metrics (by the group each metric was collected
+        with, a set's members included), the kernels seen and their costs."""
+        if not groups:
+            return Profile(problem_hash=self.problem_hash)
+        names = {part for group in groups for part in (group.name, *group.composite_of)}
+        costs = {name: cost for name, cost in self.group_costs.items() if name in names}
+        return Profile(
+            problem_hash=self.problem_hash,
+            device=self.device,
+            metrics={k: replace(v) for k, v in self.metrics.items() if v.group in names},
+            kernels=[replace(k, metrics=dict(k.metrics)) for k in self.kernels],
+            groups=[g for g in self.groups if g in names],
+            group_costs={k: replace(v) for k, v in costs.items()},
+            notes=list(self.notes),
+            startup_s=startup_s,
+            cost_s=startup_s + sum(cost.seconds for cost in costs.values()),
+            replay_passes=sum(cost.replay_passes for cost in costs.values()),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["schema_version"] = PROFILE_SCHEMA_VERSION
+        if self.shown is None:
+            del data["shown"]
+        else:
+            data["shown"] = self.shown.to_dict()
         return data
 
     def to_json(self) -> str:
@@ -152,6 +189,7 @@ class Profile:
             startup_s=data.get("startup_s", 0.0),
             cost_s=data.get("cost_s", 0.0),
             replay_passes=data.get("replay_passes", 0),
+            shown=None if data.get("shown") is None else cls.from_dict(data["shown"]),
         )
 
     @classmethod
@@ -208,6 +246,14 @@ class Profiler(ABC):
     def estimated_startup_s(self) -> float:
         """Typical start-up cost of one invocation, charged before any group."""
         return 0.0
+
+    def shown(self, problem: Problem, groups: Sequence[MetricGroup], collected: Profile) -> Profile:
+        """What the rewriter is shown of ``collected`` when a tree's leaf shows only
+        ``groups``: the profile collecting them alone would have given. The default cuts
+        ``collected`` down to them (``Profile.restricted``) with one estimated start-up when
+        any needs this profiler; a profiler that can say exactly (a recording) overrides it."""
+        needs_startup = any(group.profiler == self.name for group in groups)
+        return collected.restricted(groups, self.estimated_startup_s() if needs_startup else 0.0)
 
     def collect_many(
         self, problems: Sequence[Problem], groups: Sequence[MetricGroup]

@@ -51,6 +51,12 @@ class CompositeProfiler(Profiler):
             profile = profile.merge(profiler.collect(problem, mine))
         return profile
 
+    def shown(self, problem: Problem, groups: Sequence[MetricGroup], collected: Profile) -> Profile:
+        """``collected`` cut down to ``groups``, with one start-up of each profiler they need."""
+        kinds = [kind for kind in self._by_profiler(groups) if kind in self.profilers]
+        startup = sum(self.profilers[kind].estimated_startup_s() for kind in kinds)
+        return collected.restricted(groups, startup)
+
     def collect_many(
         self, problems: Sequence[Problem], groups: Sequence[MetricGroup]
     ) -> BatchResult:

@@ -67,6 +67,13 @@ class RecordedProfiler(Profiler):
         )
         return profile
 
+    def shown(self, problem: Problem, groups: Sequence[MetricGroup], collected: Profile) -> Profile:
+        """Exactly what a tree that collects ``groups`` alone gets from the recordings (an
+        empty profile for none), whatever else ``collected`` holds."""
+        if not groups:
+            return Profile(problem_hash=problem.content_hash)
+        return Profile(problem_hash=problem.content_hash).merge(self.collect(problem, groups))
+
     @staticmethod
     def _group_cost(record: Profile, group: MetricGroup) -> float:
         cost = record.group_costs.get(group.name)

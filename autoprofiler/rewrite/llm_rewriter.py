@@ -53,13 +53,14 @@ def render_prompt(name: str, **values: Any) -> str:
 
 
 def profile_text(profile: Profile | None) -> str:
-    """The profile as the prompt shows it, or the no-profile note."""
+    """The profile as the prompt shows it (the part a tree chose to show), or the no-profile
+    note."""
     if profile is None:
         return load_prompt("no_profile.md").strip()
     from autoprofiler.profile.catalogue import GROUPS
     from autoprofiler.profile.render import render_profile
 
-    return render_profile(profile, GROUPS)
+    return render_profile(profile.seen, GROUPS)
 
 
 def build_messages(

@@ -84,8 +84,9 @@ class Rewrite(Edit):
 class Split(Edit):
     """Turn a leaf into a condition node whose true/false children are new leaves.
 
-    The leaf keeps its id and its groups; the new leaves collect ``left_collect`` (condition
-    true) and ``right_collect`` (condition false, or metric missing) and get fresh ids.
+    The leaf keeps its id and its groups (or, given ``collect``, collects those instead: what
+    the condition routes on); the new leaves collect ``left_collect`` (condition true) and
+    ``right_collect`` (condition false, or metric missing) and get fresh ids.
     """
 
     kind: ClassVar[str] = "split"
@@ -93,10 +94,13 @@ class Split(Edit):
     condition: Condition
     left_collect: tuple[str, ...]
     right_collect: tuple[str, ...]
+    collect: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "left_collect", _groups(self.left_collect, "left_collect"))
         object.__setattr__(self, "right_collect", _groups(self.right_collect, "right_collect"))
+        if self.collect is not None:
+            object.__setattr__(self, "collect", _groups(self.collect, "split collect"))
         if not self.left_collect and not self.right_collect:
             raise TreeError(f"split of {self.leaf_id} needs a branch that collects something")
 
@@ -107,6 +111,7 @@ class Split(Edit):
         true_id, false_id = tree.fresh_ids(2)
         new = replace(
             leaf,
+            collect=leaf.collect if self.collect is None else self.collect,
             condition=self.condition,
             on_true=Node(true_id, self.left_collect),
             on_false=Node(false_id, self.right_collect),
@@ -114,18 +119,23 @@ class Split(Edit):
         return tree.replace_node(leaf.id, new)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "kind": self.kind,
             "leaf_id": self.leaf_id,
             "condition": self.condition.to_dict(),
             "left_collect": list(self.left_collect),
             "right_collect": list(self.right_collect),
         }
+        if self.collect is not None:
+            data["collect"] = list(self.collect)
+        return data
 
     def __str__(self) -> str:
         left = ", ".join(self.left_collect) or "nothing"
         right = ", ".join(self.right_collect) or "nothing"
-        return f"split {self.leaf_id}: if {self.condition} collect {left}, else {right}"
+        routing = None if self.collect is None else ", ".join(self.collect) or "nothing"
+        routed = "" if routing is None else f" (collect {routing})"
+        return f"split {self.leaf_id}{routed}: if {self.condition} collect {left}, else {right}"
 
 
 @dataclass(frozen=True)

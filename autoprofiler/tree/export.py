@@ -24,9 +24,13 @@ __all__ = ["export_mermaid", "export_svg", "export_text", "node_label"]
 _MERMAID_ESCAPES = {"&": "#38;", '"': "#34;", "<": "#60;", ">": "#62;"}
 
 
+LEAF_NOTE = "show: leaf (the rewriter is shown only the groups of the leaf it ends at)"
+
+
 def export_text(tree: ProfilingTree, max_depth: int | None = None) -> str:
-    """An indented text picture; below ``max_depth`` it says how many nodes it left out."""
-    out: list[str] = []
+    """An indented text picture; below ``max_depth`` it says how many nodes it left out. A
+    tree that shows its leaves only says so first."""
+    out: list[str] = [LEAF_NOTE] if tree.show == "leaf" else []
 
     def line(node: Node) -> str:
         first, *rest = node_label(node)
@@ -52,7 +56,7 @@ def export_mermaid(tree: ProfilingTree) -> str:
     """A Mermaid ``flowchart`` of the tree (nodes named N0, N1, ... in depth-first order)."""
     nodes = tree.nodes()
     names = {id(node): f"N{i}" for i, node in enumerate(nodes)}
-    out = ["flowchart TD"]
+    out = ["flowchart TD", *([f"    %% {LEAF_NOTE}"] if tree.show == "leaf" else [])]
     for node in nodes:
         text = "<br/>".join(
             "".join(_MERMAID_ESCAPES.get(c, c) for c in part) for part in node_label(node)

@@ -5,6 +5,11 @@ metric of the profile collected so far against a constant and continues with ``o
 ``on_false``. When the metric is missing (not collected, skipped for budget, or not a number)
 it continues with ``on_missing``, or with ``on_false`` when no ``on_missing`` branch is given.
 
+What the rewriter is shown is the tree's ``show``: with ``"path"`` (the default) everything
+collected on the way; with ``"leaf"`` only the groups the leaf that ends the walk lists, as if
+they alone had been collected, so the groups of condition nodes only route (a tree can then
+branch on cheap metrics and hand the rewriter one fixed configuration per kernel).
+
 Structure is checked when a node is built (``TreeError``); what needs the group catalogue
 (known groups, metrics that the path to a condition can provide) is checked by
 ``ProfilingTree.validate``.
@@ -38,6 +43,7 @@ _COMPARISONS: dict[str, Callable[[float, float], bool]] = {
 }
 OPERATORS = (*_COMPARISONS, "in")
 BRANCHES = ("on_true", "on_false", "on_missing")
+SHOW_MODES = ("path", "leaf")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]+")
 _FRESH_ID = re.compile(r"n(\d+)")
 
@@ -152,19 +158,34 @@ class Node:
 
 @dataclass(frozen=True)
 class ProfilingTree:
-    """A profiling tree. Equality and ``content_hash`` cover the nodes (ids included).
+    """A profiling tree. Equality and ``content_hash`` cover the nodes (ids included) and
+    ``show`` (one of ``SHOW_MODES``: see the module docstring).
 
     ``description`` is free text for people; it is saved but not part of equality or the hash.
     """
 
     root: Node
     description: str = field(default="", compare=False)
+    show: str = "path"
+
+    def __post_init__(self) -> None:
+        if self.show not in SHOW_MODES:
+            raise TreeError(f"show must be one of {', '.join(SHOW_MODES)}, not {self.show!r}")
 
     @cached_property
     def content_hash(self) -> str:
-        """SHA-256 of the canonical JSON of the nodes, first 16 hex digits."""
-        canonical = json.dumps(self.root.to_dict(), sort_keys=True, separators=(",", ":"))
+        """SHA-256 of the canonical JSON of the nodes (with ``show`` when it is not the
+        default), first 16 hex digits."""
+        data: dict[str, Any] = self.root.to_dict()
+        if self.show != "path":
+            data = {"root": data, "show": self.show}
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+    def shown_groups(self, leaf: Node) -> tuple[str, ...] | None:
+        """The groups the rewriter is shown when the walk ends at ``leaf``: its own list when
+        ``show`` is ``"leaf"``, None (everything collected) otherwise."""
+        return leaf.collect if self.show == "leaf" else None
 
     def nodes(self) -> tuple[Node, ...]:
         """Every node, depth first from the root."""
@@ -227,7 +248,7 @@ class ProfilingTree:
         for parent, child in reversed(tuple(itertools.pairwise(path))):
             branch = next(b for b, c in parent.branches() if c is child)
             new = replace(parent, **{branch: new})
-        return ProfilingTree(new, self.description)
+        return ProfilingTree(new, self.description, self.show)
 
     def validate(self) -> ProfilingTree:
         """Check ids, groups and metrics against the catalogue; return ``self`` or raise.

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 # Slack for float round-off when a step costs exactly what is left of the budget.
 _BUDGET_SLACK_S = 1e-9
+_OVER_BUDGET = "over budget"
 
 
 def run_tree(
@@ -34,6 +35,11 @@ def run_tree(
     missing branch (the false branch when the node has none). ``Profile.path`` lists the node
     ids visited. ``budget_s`` of None or ``math.inf`` means unlimited; a step that costs
     exactly the budget left is allowed.
+
+    With ``tree.show`` of ``"leaf"`` the last node's groups are a configuration, taken whole
+    or not at all: when they do not fit together in what is left, none is collected (each
+    recorded as skipped) and the rewriter is shown nothing; otherwise ``Profile.shown`` is
+    what those groups alone give (``profiler.shown``), whatever routed the walk there.
     """
     limit = math.inf if budget_s is None else float(budget_s)
     if math.isnan(limit) or limit < 0:
@@ -45,7 +51,12 @@ def run_tree(
         profile.path.append(node.id)
         wanted = [get_group(name) for name in node.collect if name not in done]
         done.update(g.name for g in wanted)
-        chosen = _affordable(problem, profiler, wanted, limit - profile.cost_s, profile)
+        shows = tree.shown_groups(node) if node.is_leaf else None
+        left_s = limit - profile.cost_s
+        if shows is not None and not _fits(problem, profiler, wanted, left_s, profile):
+            chosen = []
+        else:
+            chosen = _affordable(problem, profiler, wanted, left_s, profile)
         if chosen:
             profile = profile.merge(profiler.collect(problem, chosen))
             done.update(part for g in chosen for part in g.composite_of)
@@ -55,8 +66,34 @@ def run_tree(
                 ", ".join(g.name for g in chosen),
                 profile.cost_s,
             )
+        if shows is not None:
+            whole = not any(
+                s.group in shows and s.reason.startswith(_OVER_BUDGET) for s in profile.skipped
+            )
+            groups = [get_group(name) for name in shows] if whole else []
+            profile.shown = profiler.shown(problem, groups, profile)
         node = _next_node(node, profile)
     return profile
+
+
+def _fits(
+    problem: Problem,
+    profiler: Profiler,
+    groups: list[MetricGroup],
+    left_s: float,
+    profile: Profile,
+) -> bool:
+    """Whether ``groups`` fit in ``left_s`` together; if not, each is recorded as skipped."""
+    estimate_s = profiler.estimate_cost_s(problem, groups) if groups else 0.0
+    if estimate_s <= left_s + _BUDGET_SLACK_S:
+        return True
+    reason = (
+        f"{_OVER_BUDGET}: the leaf's groups would cost ~{estimate_s:.3g} s together, "
+        f"{max(left_s, 0):.3g} s left"
+    )
+    profile.skipped.extend(SkippedGroup(group.name, reason) for group in groups)
+    log.debug("leaf skipped %s: %s", ", ".join(g.name for g in groups), reason)
+    return False
 
 
 def _affordable(
@@ -74,7 +111,7 @@ def _affordable(
             chosen.append(group)
         else:
             reason = (
-                f"over budget: step would cost ~{estimate_s:.3g} s, {max(left_s, 0):.3g} s left"
+                f"{_OVER_BUDGET}: step would cost ~{estimate_s:.3g} s, {max(left_s, 0):.3g} s left"
             )
             profile.skipped.append(SkippedGroup(group.name, reason))
             log.debug("skipped %s: %s", group.name, reason)

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autoprofiler.tree.model import BRANCHES, Condition, Node, ProfilingTree, TreeError
+from autoprofiler.tree.model import BRANCHES, SHOW_MODES, Condition, Node, ProfilingTree, TreeError
 
 SCHEMA = "autoprofiler.tree"
 VERSION = 1
-_DOCUMENT_FIELDS = ({"schema", "version", "root"}, {"description"})
+_DOCUMENT_FIELDS = ({"schema", "version", "root"}, {"description", "show"})
 _NODE_FIELDS = ({"id"}, {"collect", "condition", *BRANCHES})
 _CONDITION_FIELDS = ({"metric", "op", "threshold"}, set())
 
@@ -24,6 +24,8 @@ def tree_to_dict(tree: ProfilingTree) -> dict[str, Any]:
     data: dict[str, Any] = {"schema": SCHEMA, "version": VERSION}
     if tree.description:
         data["description"] = tree.description
+    if tree.show != "path":
+        data["show"] = tree.show
     data["root"] = tree.root.to_dict()
     return data
 
@@ -70,7 +72,10 @@ def tree_from_dict(data: Any, source: str = "<json>") -> ProfilingTree:
         description = data.get("description", "")
         if not isinstance(description, str):
             raise TreeError("description must be a string")
-        tree = ProfilingTree(node_from_data(data["root"], "root"), description)
+        show = data.get("show", "path")
+        if show not in SHOW_MODES:
+            raise TreeError(f"show must be one of {', '.join(SHOW_MODES)}, not {show!r}")
+        tree = ProfilingTree(node_from_data(data["root"], "root"), description, show)
         return tree.validate()
     except TreeError as exc:
         raise TreeError(f"{source}: {exc}") from None

@@ -107,6 +107,34 @@ def test_a_rerun_skips_finished_work_and_adds_a_budget(bench_run: BenchRun, tmp_
     assert "budget unlimited" in done.output
 
 
+def test_a_menu_benches_its_configurations_and_learns_on_it(
+    bench_run: BenchRun, tmp_path: Path
+) -> None:
+    """With --menu the fixed rows are the menu's configurations (each showing its leaf), each
+    study starts from the one best on the training problems, and the learned trees keep every
+    leaf on the menu."""
+    store = Path(shutil.copy(bench_run.store, tmp_path / "store.sqlite"))
+    menu = ["--menu", "none,static,SpeedOfLight", "--routing", "static", "--name", "menu"]
+    done = invoke(bench_args(store, bench_run.problems, *menu, "--json"))
+    assert done.exit_code == 0, done.output
+    result = BenchResult.from_dict(json.loads(done.stdout))
+    assert [row.name for row in result.fixed] == ["none", "static", "SpeedOfLight"]
+    assert all(row.tree["show"] == "leaf" for row in result.fixed)
+    allowed = [[], ["static"], ["ncu.SpeedOfLight"]]
+    for budget in result.budgets:
+        assert budget.learned.tree["show"] == "leaf"
+        with Store(store) as db:
+            start = StudyStorage(db).get(budget.study).start_tree
+        assert start["show"] == "leaf" and start["root"].get("collect", []) in allowed
+        leaves = _leaves(budget.learned.tree["root"])
+        assert all(leaf.get("collect", []) in allowed for leaf in leaves)
+
+
+def _leaves(node: dict) -> list[dict]:
+    children = [node[b] for b in ("on_true", "on_false", "on_missing") if b in node]
+    return [node] if not children else [leaf for c in children for leaf in _leaves(c)]
+
+
 def test_no_cache_rewrites_and_evaluates_again(bench_run: BenchRun, tmp_path: Path) -> None:
     """A rerun reuses the stored rows, candidates and evaluations; with --no-cache it makes
     them again (the study's trials, records of what was tried, are kept)."""

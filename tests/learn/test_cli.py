@@ -109,6 +109,9 @@ def learn(*args: str) -> Result:
         (["--proposer", "llm"], "--proposer llm needs --llm"),
         (["--profile-device", "B200"], "no recordings of 'B200'"),
         (["--levels", "7"], "no problems with recordings on H200 with --levels 7"),
+        (["--menu", "none,none"], "a menu needs at least two different configurations"),
+        (["--menu", "none,NoSuchGroup"], "'NoSuchGroup' is neither a fixed tree name"),
+        (["--menu", "none,static", "--routing", "ncu.Nope"], "unknown metric group 'ncu.Nope'"),
     ],
 )
 def test_bad_options_give_one_error_line(store_path: Path, extra: list[str], message: str) -> None:

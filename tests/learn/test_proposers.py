@@ -114,6 +114,37 @@ def test_local_search_skips_trees_already_scored(store: Store, train: list[Probl
     assert all(isinstance(p.edit, Rewrite) and len(p.edit.collect or ()) == 1 for p in every)
 
 
+MENU = ((), ("static",), ("ncu.SpeedOfLight",), ("ncu.SpeedOfLight", "ncu.Occupancy"))
+ROUTING = ("static", "ncu.SpeedOfLight")
+
+
+def test_menu_search_keeps_every_leaf_on_the_menu(store: Store, train: list[Problem]) -> None:
+    """Walking many rounds of menu edits from a leaf-mode tree: every leaf shows a menu
+    configuration and every condition node collects one routing group; all moves occur."""
+    proposer = LocalSearchProposer(edits_per_round=6, menu=MENU, routing=ROUTING)
+    tree = ProfilingTree(Node("n0", ("static",)), show="leaf")
+    kinds: set[str] = set()
+    for round_ in range(25):
+        proposals = proposer.propose(context(store, train, tree, seed=round_))
+        assert proposals and all(p.edit is not None for p in proposals)
+        for proposal in proposals:
+            edited = proposal.edit.apply(tree)
+            assert edited.show == "leaf"
+            for node in edited.nodes():
+                assert node.collect in (MENU if node.is_leaf else [(g,) for g in ROUTING])
+            kinds.add(type(proposal.edit).__name__)
+        tree = proposals[round_ % len(proposals)].edit.apply(tree)  # wander
+    assert kinds == {"Rewrite", "Split", "Prune"}
+    assert "menu=-;static;" in proposer.id
+
+
+def test_a_menu_needs_routing_and_two_configurations() -> None:
+    with pytest.raises(ValueError, match="menu"):
+        LocalSearchProposer(menu=MENU)
+    with pytest.raises(ValueError, match="menu"):
+        LocalSearchProposer(menu=[()], routing=ROUTING)
+
+
 REPLY = """Here are my edits:
 ```json
 [{"kind": "rewrite", "node_id": "n0", "collect": ["static", "ncu.SpeedOfLight"]},

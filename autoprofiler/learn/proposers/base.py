@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 class ProposalContext:
     """What a proposer may use: the incumbent tree and its training score (with the replayed
     profiles), the budget, the recorded groups and metric values, the trials of earlier rounds,
-    and the round number and study seed (for ``rng``)."""
+    the round number and study seed (for ``rng``), and the study's name."""
 
     tree: ProfilingTree
     score: TreeScore
@@ -37,6 +37,7 @@ class ProposalContext:
     history: Sequence[Trial]
     round: int
     seed: int
+    study: str = ""
 
     def rng(self) -> random.Random:
         """A random generator seeded by the study seed, the round and the tree."""
@@ -46,6 +47,16 @@ class ProposalContext:
         """Hashes of the trees already scored (the incumbent included)."""
         scored = (t.tree_hash for t in self.history if t.score is not None)
         return frozenset({self.tree.content_hash, *scored})
+
+
+class AwaitingReply(Exception):
+    """A proposer's question has been asked of a batch, not answered yet: the study stops
+    before the round; once the reply is imported, resuming asks again and finds it.
+    ``request`` is what to export (an ``autoprofiler.llm.batch.BatchRequest``)."""
+
+    def __init__(self, message: str, request: Any) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,12 @@ precedence. Feedback lists the training problems whose optimized kernel failed o
 each with its outcome and its rendered profile. The reply's first JSON value (a fenced block
 preferred) is read as a list of edits (``edit_from_dict``), each validated by applying it; an
 unusable reply or edit becomes a proposal with the reason, which the learner records as an
-invalid trial.
+invalid trial. Asked through a replay-only client (``recorded:``) a round with no imported
+reply raises ``AwaitingReply`` with the request to export: the study waits for it.
+
+For a tree that shows one configuration per leaf (``show: leaf``) the prompt says so; with a
+``menu`` it asks that every leaf list one of its configurations, and that condition nodes
+route on one of the ``routing`` groups.
 """
 
 from __future__ import annotations
@@ -15,13 +20,21 @@ import json
 import logging
 import re
 import string
+from collections.abc import Sequence
 from typing import Any
 
 from autoprofiler import prompts
 from autoprofiler.learn.objective import ProblemOutcome
-from autoprofiler.learn.proposers.base import Proposal, ProposalContext, Proposer
+from autoprofiler.learn.proposers.base import AwaitingReply, Proposal, ProposalContext, Proposer
 from autoprofiler.learn.recorded import metric_rank
-from autoprofiler.llm.base import ChatMessage, LLMClient, LLMError, SamplingParams
+from autoprofiler.llm.base import (
+    ChatMessage,
+    LLMClient,
+    LLMError,
+    NotRecordedError,
+    SamplingParams,
+)
+from autoprofiler.llm.batch import BatchRequest
 from autoprofiler.profile.catalogue import GROUPS
 from autoprofiler.profile.render import render_profile
 from autoprofiler.store import content_key
@@ -95,6 +108,8 @@ class LLMProposer(Proposer):
         profile_lines: int = 6,
         max_metrics: int = 20,
         history: int = 10,
+        menu: Sequence[Sequence[str]] = (),
+        routing: Sequence[str] = (),
     ) -> None:
         self.client = client
         self.params = params or SamplingParams(max_tokens=1024)
@@ -104,6 +119,8 @@ class LLMProposer(Proposer):
         self.profile_lines = profile_lines
         self.max_metrics = max_metrics
         self.history = history
+        self.menu = tuple(dict.fromkeys(tuple(c) for c in menu))
+        self.routing = tuple(dict.fromkeys(routing))
 
     @property
     def id(self) -> str:
@@ -115,12 +132,20 @@ class LLMProposer(Proposer):
             self.profile_lines,
             self.max_metrics,
             self.history,
+            *((self.menu, self.routing) if self.menu else ()),
         )
         return f"{self.name}:{self.client.model_id}:{content_key(*settings)[:12]}"
 
     def propose(self, context: ProposalContext) -> list[Proposal]:
+        messages = self.messages(context)
         try:
-            reply = self.client.complete(self.messages(context), self.params)
+            reply = self.client.complete(messages, self.params)
+        except NotRecordedError as exc:
+            name = f"propose-round{context.round + 1}"
+            request = BatchRequest(
+                context.study or "study", name, self.client.model_id, tuple(messages), self.params
+            )
+            raise AwaitingReply(f"round {context.round + 1}: {exc}", request) from None
         except LLMError as exc:
             log.warning("round %d: %s", context.round, exc)
             return [Proposal(None, f"LLM request failed: {exc}")]
@@ -147,24 +172,53 @@ class LLMProposer(Proposer):
             "tree": tree_to_json(context.tree).strip(),
             "feedback": self._feedback(context),
             "history": self._history(context),
+            "showing": self._showing(context.tree),
+            "edit_forms": load_prompt(
+                "propose_edits_menu.md" if self._menu_applies(context.tree) else "propose_edits.md"
+            ).strip(),
         }
         user = string.Template(load_prompt("propose.md")).substitute(values)
         system = load_prompt("propose_system.md").strip()
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    @staticmethod
-    def _catalogue(context: ProposalContext) -> str:
+    def _menu_applies(self, tree: ProfilingTree) -> bool:
+        return bool(self.menu) and tree.show == "leaf"
+
+    def _showing(self, tree: ProfilingTree) -> str:
+        """What the optimizer is shown, and the menu the leaves keep to, if any."""
+        if tree.show != "leaf":
+            return load_prompt("propose_sees_path.md").strip()
+        seen = load_prompt("propose_sees_leaf.md").strip()
+        if not self.menu:
+            return seen
+        menu = string.Template(load_prompt("propose_menu.md")).substitute(
+            menu="; ".join(json.dumps(list(c)) for c in self.menu),
+            routing=json.dumps(list(self.routing)),
+            example=json.dumps([self.routing[0]]),
+        )
+        return f"{seen}\n{menu.strip()}"
+
+    def _catalogue(self, context: ProposalContext) -> str:
+        """The recorded groups (with a menu: those of the menu and the routing groups)."""
+        groups = context.summary.groups.values()
+        if self._menu_applies(context.tree):
+            named = {*self.routing, *(g for c in self.menu for g in c)}
+            groups = [g for g in groups if g.name in named]
         rows = [
             f"- {g.name} ({g.profiler}, ~{g.median_cost_s:.2g} s, recorded for {g.problems}): "
             f"{g.description}"
-            for g in context.summary.groups.values()
+            for g in groups
         ]
         return "\n".join(rows) or "(none)"
 
     def _metrics(self, context: ProposalContext) -> str:
+        """Splittable metrics with their quartiles (with a menu: the routing groups')."""
         summary = context.summary
+        metrics = list(summary.values)
+        if self._menu_applies(context.tree):
+            metrics = list(summary.split_metrics(self.routing))
         rows = []
-        for metric in sorted(summary.values, key=metric_rank)[: self.max_metrics]:
+        for metric in sorted(metrics, key=metric_rank)[: self.max_metrics]:
             quartiles = ", ".join(f"{t:g}" for t in summary.thresholds(metric))
             rows.append(f"- {metric} ({', '.join(summary.yielded_by[metric])}): {quartiles}")
         return "\n".join(rows) or "(none)"
@@ -183,7 +237,7 @@ class LLMProposer(Proposer):
                 verdict = f"failed: {outcome.failure}"
             profile = context.score.profiles.get(outcome.problem_hash)
             shown = (
-                render_profile(profile, GROUPS, self.profile_lines, max_kernels=3)
+                render_profile(profile.seen, GROUPS, self.profile_lines, max_kernels=3)
                 if profile is not None
                 else "(profile not available)"
             )

@@ -155,7 +155,7 @@ class RuleRewriter(Rewriter):
 
     def _facts(self, problem: Problem, profile: Profile | None, context: RewriteContext) -> Facts:
         analysis = self.analysis(problem)
-        signals = read_signals(profile, analysis.graph)
+        signals = read_signals(None if profile is None else profile.seen, analysis.graph)
         return Facts(analysis, signals, context, self.max_single_pass)
 
     def _judge(self, facts: Facts) -> tuple[dict[str, str], dict[str, Score]]:
