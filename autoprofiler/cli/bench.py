@@ -10,10 +10,11 @@ import typer
 
 from autoprofiler.cli.console import console, fail, note, print_table
 from autoprofiler.cli.executors import make_executor
-from autoprofiler.cli.learning import learning
+from autoprofiler.cli.learning import export_waiting, learning
 from autoprofiler.cli.options import (
     DEFAULT_STORE,
     BaseURLOption,
+    BatchFormatOption,
     CountFlaggedOption,
     DeviceOption,
     EditsPerRoundOption,
@@ -36,6 +37,7 @@ from autoprofiler.cli.options import (
     RayAddressOption,
     RecordingsOption,
     ReplayOption,
+    RequestsOutOption,
     RewriterOption,
     RoutingOption,
     SeedOption,
@@ -120,6 +122,8 @@ def bench_command(
     ] = "0",
     menu: MenuOption = None,
     routing: RoutingOption = "static,ncu.SpeedOfLight",
+    requests_out: RequestsOutOption = None,
+    batch_format: BatchFormatOption = "openai",
     device: DeviceOption = "auto",
     executor: ExecutorOption = "local",
     workers: WorkersOption = None,
@@ -212,6 +216,8 @@ def bench_command(
                 )
         except BenchError as exc:
             fail(str(exc))
+        if bench.pending:
+            export_waiting(bench.pending, requests_out, db, batch_format, store)
         if export is not None:
             label = evaluation_device(bench.eval_config)
             try:

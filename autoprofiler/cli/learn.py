@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from autoprofiler.cli.console import console, fail, note, print_table
 from autoprofiler.cli.executors import make_executor
-from autoprofiler.cli.learning import learning
+from autoprofiler.cli.learning import export_waiting, learning
 from autoprofiler.cli.options import (
     DEFAULT_STORE,
     BaseURLOption,
@@ -38,6 +37,7 @@ from autoprofiler.cli.options import (
     ProposerOption,
     RayAddressOption,
     RecordingsOption,
+    RequestsOutOption,
     RewriterOption,
     RoutingOption,
     SeedOption,
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from autoprofiler.learn.learner import LearnResult, TreeLearner
     from autoprofiler.learn.objective import TreeScore
     from autoprofiler.problem import Problem
-    from autoprofiler.store import Store
     from autoprofiler.tree import ProfilingTree
 
 
@@ -117,14 +116,7 @@ def learn_command(
     no_cache: NoCacheOption = False,
     menu: MenuOption = None,
     routing: RoutingOption = "static,ncu.SpeedOfLight",
-    requests_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--requests-out",
-            help="Where a round waiting for an LLM proposer's reply writes its request "
-            "(with --llm recorded:...; default STUDY-roundN.requests.jsonl).",
-        ),
-    ] = None,
+    requests_out: RequestsOutOption = None,
     batch_format: BatchFormatOption = "openai",
     as_json: JsonOption = False,
     output: OutputOption = None,
@@ -192,7 +184,9 @@ def learn_command(
         except StudyError as exc:
             fail(str(exc))
         if result.pending is not None:
-            _export_pending(result, requests_out, db, batch_format, store)
+            export_waiting(
+                [result.pending], requests_out, db, batch_format, store, " with --resume"
+            )
     document = to_json(result.tree.to_dict())
     if as_json:
         typer.echo(document)
@@ -237,22 +231,6 @@ def _run(
             completed=result.rounds,
         )
     return result
-
-
-def _export_pending(
-    result: LearnResult, path: Path | None, store: Store, batch_format: str, store_path: str
-) -> None:
-    """Write the request the study waits for, and say how to go on."""
-    from autoprofiler.llm.batch import export_requests
-
-    request = result.pending
-    path = path or Path(f"{result.study}-{request.configuration}.requests.jsonl")
-    export_requests([request], path, store, batch_format)
-    note(
-        f"study {result.study} waits for a reply to its {request.configuration} request, "
-        f"written to {path}: answer it, `autoprofiler replies import REPLIES --store "
-        f"{store_path}`, then run this command again with --resume"
-    )
 
 
 def _score_cells(score: TreeScore | None) -> list[str]:

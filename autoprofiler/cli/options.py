@@ -437,6 +437,14 @@ RoutingOption = Annotated[
         help="With --menu: the groups a condition node may collect to route on.",
     ),
 ]
+RequestsOutOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--requests-out",
+        help="With --proposer llm --llm recorded:...: where a round waiting for its reply "
+        "writes the request (default: named after the request).",
+    ),
+]
 
 # Results.
 BATCH_FORMATS = ("openai", "anthropic")

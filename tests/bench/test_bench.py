@@ -130,6 +130,22 @@ def test_a_menu_benches_its_configurations_and_learns_on_it(
         assert all(leaf.get("collect", []) in allowed for leaf in leaves)
 
 
+def test_a_bench_with_a_batch_answered_proposer_writes_what_it_waits_for(
+    bench_run: BenchRun, tmp_path: Path
+) -> None:
+    store = Path(shutil.copy(bench_run.store, tmp_path / "store.sqlite"))
+    requests = tmp_path / "waiting.jsonl"
+    extra = [
+        "--name", "batch", "--budgets", "20", "--proposer", "llm",
+        "--llm", "recorded:anthropic:frontier", "--requests-out", str(requests),
+    ]  # fmt: skip
+    done = invoke(bench_args(store, bench_run.problems, *extra))
+    assert done.exit_code == 0, done.output
+    assert "waiting for a reply to propose-round1" in " ".join(done.output.split())
+    (line,) = [json.loads(x) for x in requests.read_text().splitlines()]
+    assert line["custom_id"].startswith("batch_budget_20-propose-round1-")
+
+
 def _leaves(node: dict) -> list[dict]:
     children = [node[b] for b in ("on_true", "on_false", "on_missing") if b in node]
     return [node] if not children else [leaf for c in children for leaf in _leaves(c)]

@@ -51,7 +51,7 @@ def test_a_round_waits_for_its_reply_and_resume_goes_on(
     waiting = learn(store, problems, first)
     assert waiting.exit_code == 0, waiting.output
     output = " ".join(waiting.output.split())
-    assert "waits for a reply to its propose-round1 request" in output and "--resume" in output
+    assert "waiting for a reply to propose-round1" in output and "--resume" in output
     line = json.loads(first.read_text(encoding="utf-8"))
     assert line["custom_id"].startswith("batch-propose-round1-")
     prompt = line["params"]["messages"][0]["content"]
