@@ -280,6 +280,7 @@ def reference_timings(
         stored = store.get_baseline(key) if store is not None else None
         known = reference.record(kind) or stored
         if known is None or retime:
+            log.info("%s: timing the %s reference", problem.name, kind)
             fresh = _time_reference(reference, kind, config)
             if known is not None:
                 drift = fresh["stats"]["median_ms"] / known["stats"]["median_ms"]

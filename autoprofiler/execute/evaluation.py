@@ -113,6 +113,7 @@ def _evaluate_here(
         for problem, source in pairs:
             if lane is not None:
                 lane.wait(source, config.compile_timeout_s)
+            log.info("%s: judging candidate %s", problem.key, source_hash(source))
             result = evaluate(problem, source, config, store=store, use_cache=False)
             yield Evaluated(problem, source, result)
     finally:
