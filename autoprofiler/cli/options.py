@@ -135,10 +135,6 @@ def menu_configurations(spec: str) -> dict[str, tuple[str, ...]]:
     return configurations
 
 
-def menu_spec(spec: str) -> None:
-    menu_configurations(spec)
-
-
 def menu_and_routing(
     menu: str | None, routing: str
 ) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
@@ -423,7 +419,7 @@ MenuOption = Annotated[
     str | None,
     typer.Option(
         "--menu",
-        callback=checked(menu_spec),
+        callback=checked(menu_configurations),
         help="Configurations a leaf may show, comma-separated (fixed names or groups joined "
         "by +): trees show the rewriter their leaf's configuration only (show: leaf), and the "
         "proposers keep every leaf on this menu.",
@@ -446,7 +442,6 @@ RequestsOutOption = Annotated[
     ),
 ]
 
-# Results.
 BATCH_FORMATS = ("openai", "anthropic")
 BatchFormatOption = Annotated[
     str,
@@ -457,6 +452,8 @@ BatchFormatOption = Annotated[
         "Batches).",
     ),
 ]
+
+# Results.
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the results as JSON.")]
 OutputFileOption = Annotated[
     Path,

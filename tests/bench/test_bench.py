@@ -124,8 +124,13 @@ def test_a_menu_benches_its_configurations_and_learns_on_it(
     for budget in result.budgets:
         assert budget.learned.tree["show"] == "leaf"
         with Store(store) as db:
-            start = StudyStorage(db).get(budget.study).start_tree
-        assert start["show"] == "leaf" and start["root"].get("collect", []) in allowed
+            spec = StudyStorage(db).get(budget.study)
+            trials = StudyStorage(db).trials(budget.study)
+        assert spec.start_tree["show"] == "leaf"
+        assert spec.start_tree["root"].get("collect", []) in allowed
+        assert "menu=-;static;ncu.SpeedOfLight,routing=static" in spec.proposer
+        # The menu's edits are valid ones: trees were scored, not refused as unknown groups.
+        assert any(t.score is not None for t in trials), [t.reason for t in trials]
         leaves = _leaves(budget.learned.tree["root"])
         assert all(leaf.get("collect", []) in allowed for leaf in leaves)
 

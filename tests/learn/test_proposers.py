@@ -143,6 +143,8 @@ def test_a_menu_needs_routing_and_two_configurations() -> None:
         LocalSearchProposer(menu=MENU)
     with pytest.raises(ValueError, match="menu"):
         LocalSearchProposer(menu=[()], routing=ROUTING)
+    with pytest.raises(ValueError, match="a menu holds configurations"):
+        LocalSearchProposer(menu={"none": (), "static": ("static",)}, routing=ROUTING)
 
 
 REPLY = """Here are my edits:

@@ -49,6 +49,14 @@ class ProposalContext:
         return frozenset({self.tree.content_hash, *scored})
 
 
+def menu_of(configurations: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """A menu of configurations (each a sequence of group names), repeats dropped;
+    ``ValueError`` for a configuration given as one string (a name, not its groups)."""
+    if any(isinstance(c, str) for c in configurations):
+        raise ValueError("a menu holds configurations, each a list of group names")
+    return tuple(dict.fromkeys(tuple(c) for c in configurations))
+
+
 class AwaitingReply(Exception):
     """A proposer's question has been asked of a batch, not answered yet: the study stops
     before the round; once the reply is imported, resuming asks again and finds it.

@@ -25,7 +25,13 @@ from typing import Any
 
 from autoprofiler import prompts
 from autoprofiler.learn.objective import ProblemOutcome
-from autoprofiler.learn.proposers.base import AwaitingReply, Proposal, ProposalContext, Proposer
+from autoprofiler.learn.proposers.base import (
+    AwaitingReply,
+    Proposal,
+    ProposalContext,
+    Proposer,
+    menu_of,
+)
 from autoprofiler.learn.recorded import metric_rank
 from autoprofiler.llm.base import (
     ChatMessage,
@@ -119,7 +125,7 @@ class LLMProposer(Proposer):
         self.profile_lines = profile_lines
         self.max_metrics = max_metrics
         self.history = history
-        self.menu = tuple(dict.fromkeys(tuple(c) for c in menu))
+        self.menu = menu_of(menu)
         self.routing = tuple(dict.fromkeys(routing))
 
     @property

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from random import Random
 
-from autoprofiler.learn.proposers.base import Proposal, ProposalContext, Proposer
+from autoprofiler.learn.proposers.base import Proposal, ProposalContext, Proposer, menu_of
 from autoprofiler.learn.recorded import RecordedSummary
 from autoprofiler.tree.edits import Edit, Prune, Rewrite, Split
 from autoprofiler.tree.model import Condition, Node, ProfilingTree, TreeError
@@ -62,7 +62,7 @@ class LocalSearchProposer(Proposer):
         self.max_depth = max_depth
         self.max_groups = max_groups
         self.draws_per_edit = draws_per_edit
-        self.menu = tuple(dict.fromkeys(tuple(c) for c in menu))
+        self.menu = menu_of(menu)
         self.routing = tuple(dict.fromkeys(routing))
 
     @property
