@@ -95,7 +95,9 @@ class ExportedRecordings(Profiler):
     def estimated_startup_s(self) -> float:
         return self.both.estimated_startup_s()
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
         return self._for(problem.content_hash).collect(problem, groups)
 
     def estimate_cost_s(self, problem: Problem, groups: Sequence[MetricGroup]) -> float:
@@ -116,6 +118,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--bench-json", type=Path, help="the benches' results, for `report`")
     parser.add_argument("--proposer", choices=("search", "llm"), default="search")
     parser.add_argument("--requests-out", type=Path, help="--proposer llm: the waiting request")
+    parser.add_argument(
+        "--exclude", default="",
+        help="comma-separated problem keys (L2/13_...) or their L<level>/<id> prefixes to leave "
+        "out: the LLM-proposer study ran before L2/13 and L2/41 were judged",
+    )  # fmt: skip
     parser.add_argument(
         "--replies", type=Path, nargs="*", default=[],
         help="--proposer llm: plain JSONL reply files; each reply is imported once its round "
@@ -168,6 +175,19 @@ def setup(
     rewriter = LLMRewriter(make_client(LLMConfig.from_spec(f"recorded:{MODEL_ID}"), store))
     config = EvalConfig(device="cuda", replay_device=label)
     return profiler, rewriter, config, judged_problems(problems)
+
+
+def excluded(problems: list[Problem], spec: str) -> list[Problem]:
+    """``problems`` less those named in ``spec`` (keys, or ``L<level>/<id>`` prefixes of them)."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if not any(_named(p, n) for p in problems)]
+    if unknown:
+        raise SystemExit(f"--exclude: no judged problem {', '.join(unknown)}")
+    return [p for p in problems if not any(_named(p, n) for n in names)]
+
+
+def _named(problem: Problem, name: str) -> bool:
+    return problem.key == name or problem.key.startswith(f"{name}_")
 
 
 def speedups(score: TreeScore, objective: Objective) -> dict[str, float]:
@@ -322,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     answers = _answers(args.replies)
     with Store(args.work / "store.sqlite") as store:
         profiler, rewriter, config, problems = setup(store, args.work / "requests.jsonl")
+        problems = excluded(problems, args.exclude)
         log.info("%d problems with every configuration judged", len(problems))
         while True:
             rows, results, pending = _run((profiler, rewriter, config), store, problems, args)

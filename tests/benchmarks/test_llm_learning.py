@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from autoprofiler.problem import Problem
+
 from .conftest import import_benchmark
 
 llm_learning = import_benchmark("llm_learning")
@@ -66,14 +70,15 @@ def test_the_llm_proposer_waits_for_its_reply_then_plays_it(tmp_path: Path) -> N
 
 def test_the_committed_llm_proposer_replies_replay_the_committed_study(tmp_path: Path) -> None:
     """Each committed reply is imported when its round asks for it: the study replays to the
-    tree and scores on the results page, round by round, with nothing left waiting."""
+    tree and scores on the results page, round by round, with nothing left waiting (over the
+    38 problems judged when it ran: ``--exclude`` the two judged later)."""
     data = llm_learning.DATA
     committed = json.loads((data / "llm_learning_proposer.json").read_text())
     rows_path = tmp_path / "rows.json"
     args = [
         "--work", str(tmp_path / "work"), "--proposer", "llm", "--iterations", "6",
-        "--patience", "3", "--replies", str(data / "llm_proposer_replies.jsonl.gz"),
-        "--rows", str(rows_path),
+        "--patience", "3", "--exclude", "L2/13,L2/41",
+        "--replies", str(data / "llm_proposer_replies.jsonl.gz"), "--rows", str(rows_path),
     ]  # fmt: skip
     assert llm_learning.main(args) == 0
     (row,) = json.loads(rows_path.read_text())
@@ -81,3 +86,14 @@ def test_the_committed_llm_proposer_replies_replay_the_committed_study(tmp_path:
     for key in ("tree", "learned_test", "learned_train", "trials", "accepted", "stop"):
         assert row[key] == expected[key], key
     assert "waiting" not in row["stop"]
+
+
+def test_exclude_names_judged_problems_only() -> None:
+    problems = [
+        Problem(name="13_Conv", source="", level=2),
+        Problem(name="1_Gemm", source="", level=1),
+    ]
+    assert [p.key for p in llm_learning.excluded(problems, "L2/13")] == ["L1/1_Gemm"]
+    assert llm_learning.excluded(problems, "") == problems
+    with pytest.raises(SystemExit, match="no judged problem L2/99"):
+        llm_learning.excluded(problems, "L2/13,L2/99")
