@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import sys
@@ -45,11 +46,16 @@ def in_id_order(problems: list, wanted_ids: list[int] | None) -> list:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSONL file; a torn last line (a killed run) is ignored."""
+    """Rows of a JSONL file (``.gz`` too); a torn last line (a killed run) is ignored."""
     if not path.exists():
         return []
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            text = handle.read()
+    else:
+        text = path.read_text(encoding="utf-8")
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:

@@ -1,6 +1,7 @@
 """Regenerate the catalogue's measured data from real recordings.
 
     python benchmarks/build_catalogue.py recordings.jsonl.gz [more.jsonl.gz ...] [--device H200]
+    python benchmarks/build_catalogue.py --cupti-only CUPTI_RECORDINGS.jsonl.gz
 
 writes ``autoprofiler/data/catalogue_costs.json`` (per group: median in-range seconds per
 problem, median replay passes per kernel, how many problems; per profiler: median start-up)
@@ -67,8 +68,10 @@ def _passes_per_kernel(profile: Profile) -> float | None:
 
 
 def costs(store: Store, device: str | None) -> dict:
-    """Median cost per group over the recorded problems, and median start-up per profiler."""
+    """Median cost per group over the recorded problems, and median start-up per profiler;
+    records made through CUPTI (``GroupCost.tool``) are summed up apart, as ``cupti_groups``."""
     seconds: dict[str, list[float]] = {}
+    cupti: dict[str, list[float]] = {}
     passes: dict[str, list[float]] = {}
     devices: set[str] = set()
     for _, record_device, group, data in store.iter_profile_records():
@@ -77,6 +80,9 @@ def costs(store: Store, device: str | None) -> dict:
         devices.add(record_device)
         profile = Profile.from_dict(data)
         cost = profile.group_costs.get(group)
+        if cost is not None and cost.tool == "cupti":
+            cupti.setdefault(group, []).append(cost.seconds)
+            continue
         seconds.setdefault(group, []).append(cost.seconds if cost else profile.cost_s)
         per_kernel = _passes_per_kernel(profile)
         if per_kernel is not None:
@@ -93,7 +99,12 @@ def costs(store: Store, device: str | None) -> dict:
         }
         for group, values in sorted(seconds.items())
     }
-    return {"device": ",".join(sorted(devices)), "startup_s": startup, "groups": groups}
+    cupti_groups = {
+        group: {"cost_s": round(statistics.median(values), 3), "problems": len(values)}
+        for group, values in sorted(cupti.items())
+    }
+    table = {"device": ",".join(sorted(devices)), "startup_s": startup, "groups": groups}
+    return table | ({"cupti_groups": cupti_groups} if cupti_groups else {})
 
 
 def section_lists(store: Store, device: str | None, always: set[str]) -> dict[str, list[str]]:
@@ -103,6 +114,8 @@ def section_lists(store: Store, device: str | None, always: set[str]) -> dict[st
         catalogued = GROUPS.get(group)
         if catalogued is None or catalogued.profiler != "ncu" or catalogued.metrics:
             continue
+        if data.get("group_costs", {}).get(group, {}).get("tool") == "cupti":
+            continue  # ncu's lists are ncu's
         if device is None or record_device == device:
             seen.setdefault(metrics_key(catalogued), set()).update(data.get("metrics", {}))
     return {key: sorted(names - always) for key, names in sorted(seen.items())}
@@ -115,7 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="only recordings of this device")
     parser.add_argument("--csv", action="append", default=[], help="KEY=PATH of a raw ncu CSV")
     parser.add_argument("--always", help="raw ncu CSV of a --metrics-only run")
+    parser.add_argument(
+        "--cupti-only", action="store_true",
+        help="update only the CUPTI part (cupti_groups, CUPTI's start-up) from the recordings",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.cupti_only:
+        return _update_cupti(args.recordings, args.device)
 
     metrics_path = DATA / SECTION_METRICS_FILE
     lists = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
@@ -136,6 +155,20 @@ def main(argv: list[str] | None = None) -> int:
         log.info("wrote %s: %d groups", DATA / COSTS_FILE, len(table["groups"]))
     metrics_path.write_text(json.dumps(lists, indent=0, sort_keys=True) + "\n")
     log.info("wrote %s: %s", metrics_path, ", ".join(f"{k} {len(v)}" for k, v in lists.items()))
+    return 0
+
+
+def _update_cupti(recordings: list[str], device: str | None) -> int:
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "store.sqlite") as store:
+        for path in recordings:
+            log.info("%s: %d records", path, import_recordings(path, store))
+        measured = costs(store, device)
+    table = json.loads((DATA / COSTS_FILE).read_text())
+    table["cupti_groups"] = measured.get("cupti_groups", {})
+    if "cupti" in measured["startup_s"]:
+        table["startup_s"]["cupti"] = measured["startup_s"]["cupti"]
+    (DATA / COSTS_FILE).write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    log.info("wrote %s: CUPTI costs of %d groups", DATA / COSTS_FILE, len(table["cupti_groups"]))
     return 0
 
 

@@ -53,10 +53,12 @@ def main(
 ) -> None:
     """Learn what to profile when optimizing GPU kernels."""
     from autoprofiler.profile.base import ProfilerError
+    from autoprofiler.profile.composite import hardware_from_env
     from autoprofiler.profile.ncu import options_from_env
 
     try:
         options_from_env()  # a bad sampling setting stops every command before it starts
+        hardware_from_env()
     except ProfilerError as exc:
         fail(str(exc))
 

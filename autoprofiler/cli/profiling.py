@@ -63,9 +63,14 @@ def profile_device(db: Store, wanted: str, replay: bool, fallback: str = "H200")
 
 def profiler_for(db: Store, device_key: str, replay: bool) -> Profiler:
     """Recorded profiles from the store when replaying, else the live profilers."""
-    from autoprofiler.profile import RecordedProfiler, default_profiler
+    from autoprofiler.profile import ProfilerError, RecordedProfiler, default_profiler
 
-    return RecordedProfiler(db, device_key) if replay else default_profiler(device_key)
+    if replay:
+        return RecordedProfiler(db, device_key)
+    try:
+        return default_profiler(device_key)
+    except ProfilerError as exc:  # AUTOPROFILER_HARDWARE asks for what is not here
+        fail(str(exc))
 
 
 def with_recordings(problems: list[Problem], profiler: RecordedProfiler) -> list[Problem]:

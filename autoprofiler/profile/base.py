@@ -55,10 +55,12 @@ class KernelSummary:
 
 @dataclass
 class GroupCost:
-    """What collecting one group cost for one problem."""
+    """What collecting one group cost for one problem, and the tool that collected it
+    (``cupti`` or ``ncu`` for hardware counters; empty where the group's profiler says it)."""
 
     seconds: float
     replay_passes: int = 0
+    tool: str = ""
 
 
 @dataclass
@@ -77,6 +79,8 @@ class Profile:
     time charged, start-up included; ``startup_s`` is the part of it that was start-up.
     ``shown``, when set, is the part of it the rewriter is shown (a tree whose leaves choose
     what to show: ``ProfilingTree.show``); ``seen`` is what the rewriter reads either way.
+    ``cut`` names the groups whose collection was stopped at its time limit (charged what it
+    had spent, their metrics absent).
     """
 
     problem_hash: str
@@ -92,6 +96,7 @@ class Profile:
     cost_s: float = 0.0
     replay_passes: int = 0
     shown: Profile | None = None
+    cut: list[str] = field(default_factory=list)
 
     @property
     def seen(self) -> Profile:
@@ -135,6 +140,7 @@ class Profile:
         merged.startup_s += other.startup_s
         merged.cost_s += other.cost_s
         merged.replay_passes += other.replay_passes
+        merged.cut.extend(g for g in other.cut if g not in merged.cut)
         merged.shown = None  # what was shown of one part says nothing of the merged whole
         return merged
 
@@ -152,6 +158,7 @@ class Profile:
             metrics={k: replace(v) for k, v in self.metrics.items() if v.group in names},
             kernels=[replace(k, metrics=dict(k.metrics)) for k in self.kernels],
             groups=[g for g in self.groups if g in names],
+            cut=[g for g in self.cut if g in names],
             group_costs={k: replace(v) for k, v in costs.items()},
             notes=list(self.notes),
             startup_s=startup_s,
@@ -162,6 +169,11 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["schema_version"] = PROFILE_SCHEMA_VERSION
+        for cost in data["group_costs"].values():
+            if not cost["tool"]:
+                del cost["tool"]
+        if not self.cut:
+            del data["cut"]
         if self.shown is None:
             del data["shown"]
         else:
@@ -190,11 +202,27 @@ class Profile:
             cost_s=data.get("cost_s", 0.0),
             replay_passes=data.get("replay_passes", 0),
             shown=None if data.get("shown") is None else cls.from_dict(data["shown"]),
+            cut=list(data.get("cut", [])),
         )
 
     @classmethod
     def from_json(cls, text: str) -> Profile:
         return cls.from_dict(json.loads(text))
+
+
+def cut_profile(
+    problem: Problem, groups: Sequence[MetricGroup], spent_s: float, tool: str
+) -> Profile:
+    """What a collection stopped at its time limit gives: no metrics, the groups in ``cut``,
+    the seconds spent charged (shared between them)."""
+    share = spent_s / max(len(groups), 1)
+    return Profile(
+        problem_hash=problem.content_hash,
+        cut=[g.name for g in groups],
+        group_costs={g.name: GroupCost(seconds=share, tool=tool) for g in groups},
+        notes=[f"{tool} stopped at the time limit after {spent_s:.3g} s"],
+        cost_s=spent_s,
+    )
 
 
 class ProfilerError(RuntimeError):
@@ -223,15 +251,24 @@ class Profiler(ABC):
 
     Contract: ``collect`` runs every group it is given in as few profiler invocations as it can
     (one where possible), charges start-up once per invocation, and returns a ``Profile`` whose
-    ``cost_s`` is the wall time really spent. It raises ``ProfilerError`` with a one-line
-    message when the profiler cannot run at all.
+    ``cost_s`` is the wall time really spent. Given ``limit_s``, a profiler that runs the
+    collection in another process stops it when it would take longer: the groups it stopped
+    are in ``Profile.cut`` and ``cost_s`` is what it spent (at most ``limit_s`` and the time to
+    stop a process); profilers that run in this process (static, torch) or replay take their
+    time and say so here. It raises ``ProfilerError`` with a one-line message when the
+    profiler cannot run at all. ``release`` frees what it holds between problems.
     """
 
     name: str = "profiler"
 
     @abstractmethod
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
-        """Collect ``groups`` for ``problem``."""
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
+        """Collect ``groups`` for ``problem`` (within ``limit_s`` seconds where it can stop)."""
+
+    def release(self) -> None:  # noqa: B027 (an optional hook: most profilers hold nothing)
+        """Free what is held for the last problem (a worker process); the default holds none."""
 
     def estimate_cost_s(self, problem: Problem, groups: Sequence[MetricGroup]) -> float:
         """Expected seconds for one ``collect(problem, groups)`` call, start-up included.

@@ -42,7 +42,7 @@ SECTION_METRICS_FILE = "ncu_section_metrics.json"
 ALWAYS_KEY = "_always"
 
 # Rough start-up per invocation (H200 notes: the ncu runner process 4.2-5.8 s, plus ncu's own).
-STARTUP_S = {"ncu": 5.5, "torch": 0.5, "static": 0.0}
+STARTUP_S = {"ncu": 5.5, "cupti": 5.0, "torch": 0.5, "static": 0.0}
 
 
 class UnknownGroupError(ValueError):
@@ -454,6 +454,13 @@ def group_yields(group: MetricGroup, metric: str) -> bool:
 def metric_available(metric: str, groups: Iterable[str]) -> bool:
     """True when collecting the groups named can yield ``metric``."""
     return any(group_yields(get_group(name), metric) for name in groups)
+
+
+def cupti_cost_s(group: MetricGroup) -> float:
+    """Typical seconds of ``group`` in a CUPTI step (its share of the replay), as measured
+    (``cupti_groups`` of ``catalogue_costs.json``); the ncu cost where never measured."""
+    measured = _load_json(COSTS_FILE).get("cupti_groups", {}).get(group.name, {})
+    return float(measured.get("cost_s", group.cost_s))
 
 
 def startup_s(profiler: str) -> float:

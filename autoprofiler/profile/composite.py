@@ -41,15 +41,24 @@ class CompositeProfiler(Profiler):
         reason = f"no {kind} profiler here"
         return [SkippedGroup(g.name, reason) for g in groups]
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
+        """Each profiler's groups in one call of it; with ``limit_s``, each call is limited to
+        what the calls before it left."""
         profile = Profile(problem_hash=problem.content_hash)
         for kind, mine in self._by_profiler(groups).items():
             profiler = self.profilers.get(kind)
             if profiler is None:
                 profile.skipped.extend(self._missing(kind, mine))
                 continue
-            profile = profile.merge(profiler.collect(problem, mine))
+            left_s = None if limit_s is None else max(limit_s - profile.cost_s, 0.0)
+            profile = profile.merge(profiler.collect(problem, mine, limit_s=left_s))
         return profile
+
+    def release(self) -> None:
+        for profiler in self.profilers.values():
+            profiler.release()
 
     def shown(self, problem: Problem, groups: Sequence[MetricGroup], collected: Profile) -> Profile:
         """``collected`` cut down to ``groups``, with one start-up of each profiler they need."""
@@ -92,21 +101,55 @@ class CompositeProfiler(Profiler):
         return max((p.estimated_startup_s() for p in self.profilers.values()), default=0.0)
 
 
-def default_profiler(device: str = "H200") -> CompositeProfiler:
-    """Static + torch profilers, plus ncu when its executable is on PATH.
+HARDWARE_ENV = "AUTOPROFILER_HARDWARE"
+HARDWARE_CHOICES = ("auto", "cupti", "ncu")
+CUPTI_COMPLETE_ENV = "AUTOPROFILER_CUPTI_COMPLETE"
 
+
+def hardware_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """``AUTOPROFILER_HARDWARE`` (``auto`` when unset); ``ProfilerError`` for another value."""
+    import os
+
+    text = (os.environ if environ is None else environ).get(HARDWARE_ENV, "")
+    choice = text.strip().lower() or "auto"
+    if choice not in HARDWARE_CHOICES:
+        raise ProfilerError(f"{HARDWARE_ENV}={text!r} is not one of {', '.join(HARDWARE_CHOICES)}")
+    return choice
+
+
+def default_profiler(device: str = "H200", hardware: str | None = None) -> CompositeProfiler:
+    """Static + torch profilers, plus the hardware counters this machine can read.
+
+    ``hardware`` (default: ``AUTOPROFILER_HARDWARE``, else ``auto``): ``cupti`` collects ncu's
+    groups step by step through CUPTI in one worker per problem, with ncu for the groups CUPTI
+    cannot give; ``ncu`` runs ncu for every step; ``auto`` takes CUPTI when it loads here with a
+    CUDA driver, else ncu when its executable is on PATH. ``AUTOPROFILER_CUPTI_COMPLETE=1``
+    takes a group with metrics CUPTI lacks to ncu instead of collecting the rest of it.
     ``device`` is the target GPU of the static roofline bound; torch and ncu report the device
     they actually ran on. ncu samples launches when ``AUTOPROFILER_NCU_LAUNCHES_PER_CONFIG`` is
     set (see ``NcuOptions``).
     """
+    import os
+
+    from autoprofiler.profile.cupti import CuptiOptions, CuptiProfiler
     from autoprofiler.profile.ncu import NcuProfiler, options_from_env
     from autoprofiler.profile.static import StaticProfiler
     from autoprofiler.profile.torch_profiler import TorchProfiler
 
+    choice = hardware_from_env() if hardware is None else hardware
+    if choice not in HARDWARE_CHOICES:
+        raise ProfilerError(f"hardware {choice!r} is not one of {', '.join(HARDWARE_CHOICES)}")
     profilers: dict[str, Profiler] = {"static": StaticProfiler(device), "torch": TorchProfiler()}
     ncu = NcuProfiler(options_from_env())
-    if ncu.available():
-        profilers["ncu"] = ncu
+    fallback = ncu if ncu.available() else None
+    complete = os.environ.get(CUPTI_COMPLETE_ENV, "").strip() not in ("", "0")
+    cupti = CuptiProfiler(fallback=fallback, options=CuptiOptions(complete=complete))
+    if choice in ("auto", "cupti") and cupti.available():
+        profilers["ncu"] = cupti
+    elif choice == "cupti":
+        raise ProfilerError("CUPTI was asked for, but no CUPTI with a CUDA driver loads here")
+    elif fallback is not None:
+        profilers["ncu"] = fallback
     else:
-        log.info("ncu not found: ncu groups will be skipped")
+        log.info("neither CUPTI nor ncu here: hardware-counter groups will be skipped")
     return CompositeProfiler(profilers)

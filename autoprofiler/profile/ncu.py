@@ -44,6 +44,7 @@ from autoprofiler.profile.base import (
     Profile,
     Profiler,
     ProfilerError,
+    cut_profile,
 )
 from autoprofiler.profile.catalogue import group_yields, startup_s
 from autoprofiler.profile.devices import device_key
@@ -208,12 +209,29 @@ class NcuProfiler(Profiler):
         args += ["--prime-range", f"{opts.range_prefix}0"]
         return [*args, "--warmup", str(opts.warmup), "--repeats", str(opts.repeats)]
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
-        """Profile ``problem`` with ``groups`` in one ncu run (raises ``ProfilerError``)."""
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
+        """Profile ``problem`` with ``groups`` in one ncu run (raises ``ProfilerError``).
+
+        With ``limit_s`` the run is killed when it takes longer; the groups are then in
+        ``Profile.cut`` and the seconds spent are charged.
+        """
         if not groups:
             return Profile(problem_hash=problem.content_hash, device=self.device)
-        result = self.collect_many([problem], groups)
+        timeout_s = self.options.timeout_s if limit_s is None else max(float(limit_s), 0.0)
+        started = time.perf_counter()
+        try:
+            result = self._batch([problem], groups, timeout_s)
+        except ProfilerError:
+            if limit_s is None or time.perf_counter() - started < timeout_s:
+                raise
+            result = BatchResult(failures={problem.content_hash: "timed out"})
         key = problem.content_hash
+        spent = time.perf_counter() - started
+        if key in result.failures and limit_s is not None and spent >= timeout_s:
+            log.info("ncu on %s stopped at its limit of %.3g s", problem.name, timeout_s)
+            return cut_profile(problem, groups, spent, self.name)
         if key in result.failures:
             raise ProfilerError(f"ncu on {problem.name}: {result.failures[key]}")
         if key not in result.profiles:
@@ -232,16 +250,23 @@ class NcuProfiler(Profiler):
         not permitted, the runner failing before any problem); a problem's own failure lands in
         ``BatchResult.failures``.
         """
+        unique = list({p.content_hash: p for p in problems}.values())
+        return self._batch(unique, groups, self.options.timeout_s * len(unique))
+
+    def _batch(
+        self, unique: list[Problem], groups: Sequence[MetricGroup], timeout_s: float
+    ) -> BatchResult:
+        """One ncu run over ``unique`` problems, killed after ``timeout_s``."""
         self._check_groups(groups)
         if shutil.which(self.options.ncu) is None:
             raise ProfilerError(
                 f"ncu (Nsight Compute) not found as {self.options.ncu!r}: install it or fix PATH"
             )
-        unique = list({p.content_hash: p for p in problems}.values())
         if self.options.launches_per_config and len(unique) > 1:
             # ncu's launch count spans the process: a second problem's launches of a shape the
             # first one used would be past it. One run per problem.
-            return _combine([self.collect_many([p], groups) for p in unique])
+            per = timeout_s / len(unique)
+            return _combine([self._batch([p], groups, per) for p in unique])
         prefix = self.options.range_prefix
         ranges = {f"{prefix}{i}": p for i, p in enumerate(unique, start=1)}
         include = f"regex:{prefix}[0-9]+/"  # the problems' ranges and the priming range 0
@@ -251,7 +276,6 @@ class NcuProfiler(Profiler):
                 "".join(json.dumps({**p.to_dict(), "range": r}) + "\n" for r, p in ranges.items())
             )
             report = Path(tmp) / "report.ncu-rep"
-            timeout_s = self.options.timeout_s * len(ranges)
             run = _run(self.command(groups, include, problems_file, report), timeout_s, REPO_ROOT)
             table, import_s = self._import(report, run)
         return self._result(ranges, groups, run, table, import_s)

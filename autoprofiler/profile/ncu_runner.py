@@ -60,14 +60,11 @@ def _to_device(value: Any, device: Any) -> Any:
     return value
 
 
-def _run_problem(row: dict[str, Any], device: Any, warmup: int, repeats: int) -> None:
+def build(problem: Any, device: Any, warmup: int) -> tuple[Any, list[Any]]:
+    """``problem``'s model and inputs on ``device`` (seed 0, built inside a ``torch.device``
+    context), after ``warmup`` forwards without gradients, synchronized."""
     import torch
 
-    from autoprofiler.problem import Problem
-
-    problem = Problem.from_dict(row)
-    cuda = device.type == "cuda"
-    t0 = time.perf_counter()
     module = problem.load_module()
     torch.manual_seed(0)
     with torch.device(device):
@@ -77,9 +74,21 @@ def _run_problem(row: dict[str, Any], device: Any, warmup: int, repeats: int) ->
     with torch.no_grad():
         for _ in range(warmup):
             model(*inputs)
-        if cuda:
-            torch.cuda.synchronize()
-        emit("built", range=row["range"], build_s=time.perf_counter() - t0)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return model, inputs
+
+
+def _run_problem(row: dict[str, Any], device: Any, warmup: int, repeats: int) -> None:
+    import torch
+
+    from autoprofiler.problem import Problem
+
+    cuda = device.type == "cuda"
+    t0 = time.perf_counter()
+    model, inputs = build(Problem.from_dict(row), device, warmup)
+    emit("built", range=row["range"], build_s=time.perf_counter() - t0)
+    with torch.no_grad():
         for step in range(repeats):
             start = time.perf_counter()
             if cuda:
@@ -132,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         torch.cuda.init()
-    emit("ready", device=_device_name(device))
+    emit("ready", device=device_name(device))
     if args.prime_range:
         _prime(device, args.prime_range)
     for row in _read_jsonl(args.problems):
@@ -148,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _device_name(device: Any) -> str:
+def device_name(device: Any) -> str:
     import platform
 
     import torch

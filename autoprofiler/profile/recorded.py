@@ -43,10 +43,15 @@ class RecordedProfiler(Profiler):
     def estimated_startup_s(self) -> float:
         return self.startup_s("ncu")
 
-    def _startup_for(self, groups: Sequence[MetricGroup]) -> float:
-        return sum(self.startup_s(kind) for kind in dict.fromkeys(g.profiler for g in groups))
+    def _startup_for(self, records: dict[str, Profile], groups: Sequence[MetricGroup]) -> float:
+        """One start-up of each tool that recorded ``groups`` (``GroupCost.tool``: ``cupti``
+        for a CUPTI recording; the group's profiler where the recording does not say)."""
+        tools = dict.fromkeys(_tool(records[g.name], g) for g in groups)
+        return sum(self.startup_s(tool) for tool in tools)
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
         key = problem.content_hash
         records = self.records(key)
         profile = Profile(problem_hash=key, device=self.device)
@@ -61,7 +66,7 @@ class RecordedProfiler(Profiler):
             profile = profile.merge(record)
             served.append(group)
         profile.device = self.device
-        profile.startup_s = self._startup_for(served)
+        profile.startup_s = self._startup_for(records, served)
         profile.cost_s = profile.startup_s + sum(
             self._group_cost(records[g.name], g) for g in served
         )
@@ -85,4 +90,10 @@ class RecordedProfiler(Profiler):
         served = [g for g in groups if g.name in records]
         if not served:
             return 0.0
-        return self._startup_for(served) + sum(self._group_cost(records[g.name], g) for g in served)
+        startup = self._startup_for(records, served)
+        return startup + sum(self._group_cost(records[g.name], g) for g in served)
+
+
+def _tool(record: Profile, group: MetricGroup) -> str:
+    cost = record.group_costs.get(group.name)
+    return cost.tool if cost is not None and cost.tool else group.profiler

@@ -82,7 +82,8 @@ def _add_failures(store: Store, device: str, group: str, failures: dict[str, tup
     store.put(FAILURES_SPACE, device, entry)
 
 
-def _add_startup(store: Store, device: str, profiler: str, seconds: float) -> None:
+def add_startup(store: Store, device: str, profiler: str, seconds: float) -> None:
+    """Add one start-up sample of ``profiler`` (``ncu``, ``cupti``...) on ``device``."""
     entry = store.get(STARTUP_SPACE, device) or {}
     samples = [*entry.get(profiler, {}).get("samples", []), round(seconds, 4)]
     samples = samples[-_MAX_STARTUP_SAMPLES:]
@@ -108,7 +109,7 @@ def merge_recorded(target: Store, source: Store, device: str) -> int:
         target.put(FAILURES_SPACE, device, recorded_failures(target, device) | failures)
     for profiler, entry in (source.get(STARTUP_SPACE, device) or {}).items():
         for seconds in entry.get("samples", []):
-            _add_startup(target, device, profiler, seconds)
+            add_startup(target, device, profiler, seconds)
     return count
 
 
@@ -138,7 +139,9 @@ def _write(
     for name, reason in failures.values():
         log.warning("%s %s failed: %s", name, group.name, reason)
     if result.profiles:
-        _add_startup(store, device, group.profiler, result.startup_s)
+        tools = [p.group_costs[group.name].tool for p in result.profiles.values()
+                 if group.name in p.group_costs]  # fmt: skip
+        add_startup(store, device, next((t for t in tools if t), group.profiler), result.startup_s)
     retry = [p for p in chunk if p.content_hash in set(result.not_run)]
     if retry and not result.profiles and not failures:
         # No progress at all: charge the first problem so that the loop ends.

@@ -132,7 +132,9 @@ class StaticProfiler(Profiler):
     def __init__(self, device: str = "H200") -> None:
         self.device = device
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
         started = time.perf_counter()
         profile = Profile(problem_hash=problem.content_hash, device=self.device)
         if not any(g.name == GROUP for g in groups):

@@ -86,7 +86,9 @@ class TorchProfiler(Profiler):
             return device_key(torch.cuda.get_device_name(self.torch_device))
         return "cpu"
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
         wanted = [g for g in groups if g.name in (KERNELS_GROUP, OPS_GROUP)]
         result = Profile(problem_hash=problem.content_hash, device=self._device_name())
         if not wanted:

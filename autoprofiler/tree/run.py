@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 # Slack for float round-off when a step costs exactly what is left of the budget.
 _BUDGET_SLACK_S = 1e-9
+# How far past its limit a live step may end: the time to stop the process collecting it.
+STOP_GRACE_S = 0.5
 _OVER_BUDGET = "over budget"
 
 
@@ -30,7 +32,11 @@ def run_tree(
     are considered in order; a group is kept when ``profiler.estimate_cost_s`` for the kept
     groups plus it (one invocation, start-up included) fits in what is left of the budget,
     otherwise it is recorded in ``Profile.skipped``. The kept groups are collected in one
-    ``profiler.collect`` call, and the budget is charged the ``cost_s`` that call reports.
+    ``profiler.collect`` call, limited to what is left of the budget (a profiler that collects
+    in another process stops a step that would overrun: its groups are then in
+    ``Profile.cut``, and it is charged what it spent), and the budget is charged the
+    ``cost_s`` that call reports. So a live tree spends at most its budget plus
+    ``STOP_GRACE_S``.
     Then the node's condition is evaluated on the profile so far; a missing value takes the
     missing branch (the false branch when the node has none). ``Profile.path`` lists the node
     ids visited. ``budget_s`` of None or ``math.inf`` means unlimited; a step that costs
@@ -40,6 +46,7 @@ def run_tree(
     or not at all: when they do not fit together in what is left, none is collected (each
     recorded as skipped) and the rewriter is shown nothing; otherwise ``Profile.shown`` is
     what those groups alone give (``profiler.shown``), whatever routed the walk there.
+    When the walk ends, ``profiler.release()`` frees what it held for the problem.
     """
     limit = math.inf if budget_s is None else float(budget_s)
     if math.isnan(limit) or limit < 0:
@@ -58,7 +65,8 @@ def run_tree(
         else:
             chosen = _affordable(problem, profiler, wanted, left_s, profile)
         if chosen:
-            profile = profile.merge(profiler.collect(problem, chosen))
+            limit_s = None if math.isinf(limit) else max(left_s, 0.0)
+            profile = profile.merge(profiler.collect(problem, chosen, limit_s=limit_s))
             done.update(part for g in chosen for part in g.composite_of)
             log.debug(
                 "node %s: collected %s, %.3f s spent",
@@ -73,6 +81,9 @@ def run_tree(
             groups = [get_group(name) for name in shows] if whole else []
             profile.shown = profiler.shown(problem, groups, profile)
         node = _next_node(node, profile)
+    profiler.release()
+    if profile.cost_s > limit + STOP_GRACE_S:
+        log.warning("%s: %.3g s spent on a %.3g s budget", problem.name, profile.cost_s, limit)
     return profile
 
 

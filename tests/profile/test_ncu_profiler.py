@@ -22,6 +22,8 @@ from autoprofiler.profile.ncu import (
     options_from_env,
 )
 from autoprofiler.profile.render import render_profile
+from autoprofiler.tree import Node, ProfilingTree, run_tree
+from autoprofiler.tree.run import STOP_GRACE_S
 from tests.profile.conftest import NCU_DATA, make_problem
 
 SOL = GROUPS["ncu.SpeedOfLight"]
@@ -210,3 +212,38 @@ def test_real_ncu_sampling_captures_the_first_launches_of_each_config() -> None:
     # Both kernels have one launch configuration (grid, block), so they share the 4 launches.
     assert sorted(k.count for k in sampled.kernels) == [2, 2]
     assert sampled.replay_passes <= full.replay_passes / 10 and sampled.notes
+
+
+SLOW = """
+    class Model(nn.Module):
+        def forward(self, a):
+            for _ in range(100000):
+                a = torch.tanh(a @ a)
+            return a
+
+    def get_inputs():
+        return [torch.randn(256, 256) / 16]
+
+    def get_init_inputs():
+        return []
+    """
+
+
+def test_a_step_over_its_limit_is_stopped_charged_and_cut(fake_ncu: str) -> None:
+    """The runner really runs a forward that takes minutes on the CPU; the limit stops it."""
+    slow = make_problem("slow_forward", SLOW)
+    profile = NcuProfiler(NcuOptions(ncu=fake_ncu, warmup=0)).collect(slow, [SOL], limit_s=3.0)
+    assert profile.cut == [SOL.name]
+    assert not profile.metrics
+    assert 3.0 <= profile.cost_s <= 3.0 + STOP_GRACE_S
+    assert "stopped at the time limit" in profile.notes[0]
+
+
+def test_a_live_tree_spends_at_most_its_budget_and_the_grace(fake_ncu: str) -> None:
+    slow = make_problem("slow_forward", SLOW)
+    profiler = NcuProfiler(NcuOptions(ncu=fake_ncu, warmup=0))
+    budget = profiler.estimate_cost_s(slow, [SOL]) + 0.5  # admitted on its estimate
+    tree = ProfilingTree(Node("n0", ("ncu.SpeedOfLight",)))
+    profile = run_tree(tree, slow, profiler, budget_s=budget)
+    assert profile.cut == [SOL.name]
+    assert profile.cost_s <= budget + STOP_GRACE_S

@@ -46,7 +46,9 @@ class ScriptedNcu(Profiler):
         self.calls: list[tuple[list[str], list[str]]] = []
         self.lost_once = False
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
         raise NotImplementedError
 
     def estimated_startup_s(self) -> float:

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from autoprofiler.problem import Problem
-from autoprofiler.profile.base import GroupCost, MetricGroup, MetricValue, Profile, Profiler
+from autoprofiler.profile.base import (
+    GroupCost,
+    MetricGroup,
+    MetricValue,
+    Profile,
+    Profiler,
+    cut_profile,
+)
 from autoprofiler.tree import load_tree
 
 NCU_DATA = Path(__file__).resolve().parents[1] / "data" / "ncu"
@@ -75,7 +82,9 @@ class ReplayProfiler(Profiler):
             return 0.0
         return self.startup_s + sum(self.costs_s.get(g.name, 1.0) for g in groups)
 
-    def collect(self, problem: Problem, groups: Sequence[MetricGroup]) -> Profile:
+    def collect(
+        self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
+    ) -> Profile:
         self.calls.append(tuple(g.name for g in groups))
         profile = Profile(problem_hash=problem.content_hash, device="NVIDIA H200")
         for group in groups:
@@ -85,6 +94,8 @@ class ReplayProfiler(Profiler):
             profile.group_costs[group.name] = GroupCost(self.costs_s.get(group.name, 1.0))
         profile.startup_s = self.startup_s
         profile.cost_s = self.estimate_cost_s(problem, groups) + self.extra_s
+        if limit_s is not None and profile.cost_s > limit_s:  # stopped, as a live one would be
+            return cut_profile(problem, groups, limit_s, "fake")
         return profile
 
 

@@ -1,0 +1,282 @@
+"""The CUPTI profiling worker: one process per problem that builds it once, warms it up, and then
+collects metrics through CUPTI's range profiler, one request at a time.
+
+Run as ``python -m autoprofiler.profile.cupti_worker --problem FILE.json`` (``Problem.to_dict()``).
+Requests come as JSON lines on stdin; each answer is one JSON line on the worker's original
+stdout (the problem's own prints go to stderr, so they cannot corrupt the channel):
+
+- first, unasked: ``{"event": "ready", "device", "chip", "build_s", "setup_s"}``, or
+  ``{"event": "fail", "error"}`` and exit 2 (no GPU, no CUPTI, no permission, a broken problem);
+- ``{"op": "check", "metrics": [...]}`` -> ``{"event": "checked", "unsupported": [...]}``: the
+  metrics this chip's profiler host refuses;
+- ``{"op": "collect", "metrics": [...], "max_ranges": N}`` -> ``{"event": "collected",
+  "metrics", "units", "kernels": [[range name, [value per metric]], ...], "passes", "dropped",
+  "replay_s", "evaluate_s", "launches", "launched"}``: one forward, every kernel it launches a
+  range (auto range), replayed by CUPTI for the config's passes (kernel replay), the range
+  profiler enabled for that step alone. CUPTI names ranges by number; ``launches`` gives each
+  range its kernel's name and launch configuration, from one forward under torch.profiler run
+  before the first step (empty when that forward launched another number of kernels than the
+  ranges: ``launched``);
+- a request that fails -> ``{"event": "error", "error"}``; the worker goes on.
+
+End of input ends the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import time
+from typing import IO, Any
+
+DEFAULT_MAX_RANGES = 2048
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:400]
+
+
+class _Session:
+    """CUPTI set up on this process's CUDA context, and the problem built on it."""
+
+    def __init__(self, problem_file: str, warmup: int) -> None:
+        import torch
+
+        from autoprofiler.problem import Problem
+        from autoprofiler.profile.cupti_api import Cupti, CuptiError, current_context, load_cupti
+        from autoprofiler.profile.ncu_runner import build, device_name
+
+        if not torch.cuda.is_available():
+            raise CuptiError("no CUDA GPU visible to this process: CUPTI needs one")
+        start = time.perf_counter()
+        self.device = torch.device("cuda")
+        torch.zeros(1, device=self.device)  # makes the primary context current
+        self.cupti = Cupti(load_cupti())
+        self.cupti.initialize()
+        index = torch.cuda.current_device()
+        self.chip = self.cupti.chip_name(index)
+        self.context = current_context()
+        self.availability = self.cupti.counter_availability(self.context)
+        self.setup_s = time.perf_counter() - start
+        with open(problem_file, encoding="utf-8") as handle:
+            problem = Problem.from_dict(json.load(handle))
+        start = time.perf_counter()
+        self.model, self.inputs = build(problem, self.device, warmup)
+        self.build_s = time.perf_counter() - start
+        self.device_name = device_name(self.device)
+        self._launches: list[dict[str, Any]] | None = None
+
+    def launches(self) -> list[dict[str, Any]]:
+        """The kernels one forward launches, in order, with their launch configuration (from
+        one forward under torch.profiler, run once, before the range profiler is enabled)."""
+        if self._launches is None:
+            import torch
+
+            from autoprofiler.profile.cupti_api import reserved_shared_memory
+
+            reserved = reserved_shared_memory(torch.cuda.current_device())
+            try:
+                self._launches = kernel_launches(self.model, self.inputs, reserved)
+            except Exception as exc:  # names are a nicety: the counters still come
+                sys.stderr.write(f"no kernel launches from torch.profiler: {_one_line(exc)}\n")
+                self._launches = []
+        return self._launches
+
+    def config(self) -> Any:
+        from autoprofiler.profile.cupti_api import MetricConfig
+
+        return MetricConfig(self.cupti, self.chip, self.availability)
+
+    def _accepted(self, metrics: list[str]) -> bool:
+        from autoprofiler.profile.cupti_api import CuptiError
+
+        try:
+            with self.config() as config:
+                config.add(metrics)
+                config.image()
+        except CuptiError:
+            return False
+        return True
+
+    def check(self, metrics: list[str]) -> list[str]:
+        """The metrics to leave out for the rest to be scheduled together: each one this chip
+        refuses alone, then, while the others together are still refused, the halves that
+        are (bisecting)."""
+        refused = [m for m in metrics if not self._accepted([m])]
+        kept = [m for m in metrics if m not in refused]
+        return refused + self._refused_together(kept)
+
+    def _refused_together(self, metrics: list[str]) -> list[str]:
+        if not metrics or self._accepted(metrics):
+            return []
+        if len(metrics) == 1:
+            return metrics
+        half = len(metrics) // 2
+        first = self._refused_together(metrics[:half])
+        kept = [m for m in metrics[:half] if m not in first]
+        second = self._refused_together(metrics[half:])
+        rest = [m for m in metrics[half:] if m not in second]
+        return first + second + self._refused_together_with(kept, rest)
+
+    def _refused_together_with(self, kept: list[str], rest: list[str]) -> list[str]:
+        """Of ``rest``, which to drop so that ``kept + rest`` is accepted (greedy, in order)."""
+        if self._accepted(kept + rest):
+            return []
+        dropped, accepted = [], list(kept)
+        for metric in rest:
+            if self._accepted([*accepted, metric]):
+                accepted.append(metric)
+            else:
+                dropped.append(metric)
+        return dropped
+
+    def collect(self, metrics: list[str], max_ranges: int) -> dict[str, Any]:
+        import torch
+
+        from autoprofiler.profile.cupti_api import RangeProfiler
+
+        metrics = list(dict.fromkeys(metrics))
+        launches = self.launches()
+        with self.config() as config:
+            config.add(metrics)
+            image = config.image()
+            passes = config.passes(image)
+            units = {m: config.unit(m) for m in metrics}
+            marks = [time.perf_counter()]
+            profiler = RangeProfiler(self.cupti, self.context)
+            try:
+                data = profiler.counter_data(metrics, max_ranges)
+                profiler.configure(image, data, max_ranges)
+                marks.append(time.perf_counter())
+                profiler.start()
+                with torch.no_grad():
+                    self.model(*self.inputs)
+                torch.cuda.synchronize()
+                marks.append(time.perf_counter())
+                profiler.stop()
+                dropped = profiler.decode()
+                marks.append(time.perf_counter())
+                names = profiler.ranges(data)
+                values = [config.evaluate(data, i) for i in range(len(names))]
+                marks.append(time.perf_counter())
+            finally:
+                profiler.close()
+            marks.append(time.perf_counter())
+        setup_s, forward_s, decode_s, evaluate_s, close_s = (
+            b - a for a, b in itertools.pairwise(marks)
+        )
+        return {
+            "event": "collected",
+            "metrics": metrics,
+            "units": units,
+            "kernels": [[name, row] for name, row in zip(names, values, strict=True)],
+            "launches": launches if len(launches) == len(names) else [],
+            "launched": len(launches),
+            "passes": passes,
+            "dropped": dropped,
+            "replay_s": forward_s + decode_s,
+            "evaluate_s": evaluate_s,
+            "timings": {"setup_s": setup_s, "forward_s": forward_s, "decode_s": decode_s,
+                        "close_s": close_s},
+        }  # fmt: skip
+
+
+def kernel_launches(model: Any, inputs: list[Any], reserved: int = 0) -> list[dict[str, Any]]:
+    """The GPU kernels of one forward in start order: name, grid and block sizes, registers
+    per thread and shared memory per block, as CUDA's activity records (through
+    torch.profiler's trace) give them; shared memory counts the ``reserved`` bytes the driver
+    keeps per block, as ncu's ``launch__shared_mem_per_block`` does."""
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with tempfile.TemporaryDirectory(prefix="autoprofiler-trace-") as folder:
+        trace = os.path.join(folder, "trace.json")
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            model(*inputs)
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(trace)
+        with open(trace, encoding="utf-8") as handle:
+            events = json.load(handle).get("traceEvents", [])
+    kernels = sorted(
+        (e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"),
+        key=lambda e: float(e.get("ts", 0.0)),
+    )
+    return [_launch(e, reserved) for e in kernels]
+
+
+def _launch(event: dict[str, Any], reserved: int) -> dict[str, Any]:
+    args = event.get("args", {})
+
+    def product(key: str) -> float:
+        dims = args.get(key) or []
+        total = 1.0
+        for dim in dims:
+            total *= float(dim)
+        return total if dims else float("nan")
+
+    return {
+        "name": str(event.get("name", "")),
+        "launch__grid_size": product("grid"),
+        "launch__block_size": product("block"),
+        "launch__registers_per_thread": float(args.get("registers per thread", "nan")),
+        "launch__shared_mem_per_block": float(args.get("shared memory", "nan")) + reserved,
+        "launch__shared_mem_per_block_driver": float(reserved),
+    }
+
+
+def _answer(channel: IO[str], **payload: Any) -> None:
+    channel.write(json.dumps(payload, allow_nan=True) + "\n")
+    channel.flush()
+
+
+def _serve(session: _Session, requests: IO[str], channel: IO[str]) -> None:
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            metrics = [str(m) for m in request.get("metrics", [])]
+            if request.get("op") == "check":
+                _answer(channel, event="checked", unsupported=session.check(metrics))
+            elif request.get("op") == "collect":
+                max_ranges = int(request.get("max_ranges", DEFAULT_MAX_RANGES))
+                channel.write(json.dumps(session.collect(metrics, max_ranges)) + "\n")
+                channel.flush()
+            else:
+                _answer(channel, event="error", error=f"unknown request {request.get('op')!r}")
+        except Exception as exc:  # a failed request is answered; the worker goes on
+            _answer(channel, event="error", error=_one_line(exc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", required=True, help="JSON of the problem (Problem.to_dict)")
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args(argv)
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the problem's prints go to stderr
+    try:
+        session = _Session(args.problem, args.warmup)
+    except Exception as exc:  # no GPU, no CUPTI, no permission, a broken problem
+        _answer(channel, event="fail", error=_one_line(exc))
+        return 2
+    _answer(
+        channel,
+        event="ready",
+        device=session.device_name,
+        chip=session.chip,
+        build_s=session.build_s,
+        setup_s=session.setup_s,
+    )
+    _serve(session, sys.stdin, channel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""CuptiProfiler: the real worker's failure without a GPU, and the parent's side (pipes,
+deadlines, parsing, falling back to ncu) driven by answers a real worker gave on the H200
+(``tests/data/cupti/``: a worker's transcript, ``CuptiOptions.transcript``, of KernelBench
+L1/23 on the H200 with SpeedOfLight, MemoryWorkloadAnalysis, then Occupancy + LaunchStats;
+replayed by ``cupti_replay_worker.py``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from autoprofiler.problem import Problem, load_problems
+from autoprofiler.profile import RecordedProfiler, import_recordings
+from autoprofiler.profile.base import ProfilerError
+from autoprofiler.profile.catalogue import get_group
+from autoprofiler.profile.cupti import (
+    CuptiOptions,
+    CuptiProfiler,
+    cupti_metrics,
+    known_refusals,
+)
+from autoprofiler.store import Store
+from autoprofiler.tree import Node, ProfilingTree, run_tree
+from autoprofiler.tree.run import STOP_GRACE_S
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DATA = REPO / "tests" / "data" / "cupti"
+REPLAY = HERE / "cupti_replay_worker.py"
+SOL = get_group("ncu.SpeedOfLight")
+OCC, LAUNCH = get_group("ncu.Occupancy"), get_group("ncu.LaunchStats")
+MWA = get_group("ncu.MemoryWorkloadAnalysis")
+RECORDED = "23_Softmax"  # KernelBench L1/23, whose worker's answers on the H200 are replayed
+
+
+def _example(name: str) -> Problem:
+    """An example problem (its recorded ncu profiles stand in for ncu), or a stand-in named
+    after the problem whose answers are replayed (the replay worker runs nothing)."""
+    found = [p for p in load_problems(REPO / "examples" / "problems").problems if p.name == name]
+    return found[0] if found else Problem(name=name, source="# answers replayed\n")
+
+
+def _answers(tmp_path: Path, name: str = RECORDED, edit=None) -> Path:
+    """The recorded answers of one problem's worker, as the replay worker reads them."""
+    with gzip.open(DATA / f"{name}.jsonl.gz", "rt", encoding="utf-8") as handle:
+        lines = [json.loads(line) for line in handle]
+    answers = [row["answer"] for row in lines]
+    if edit is not None:
+        answers = edit(answers)
+    path = tmp_path / "answers.jsonl"
+    path.write_text("".join(json.dumps(a) + "\n" for a in answers))
+    return path
+
+
+def _replaying(answers: Path, *extra: str, fallback=None) -> CuptiProfiler:
+    worker = (sys.executable, str(REPLAY), "--answers", str(answers), *extra)
+    return CuptiProfiler(fallback=fallback, options=CuptiOptions(worker=worker))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the failure without a GPU")
+def test_the_real_worker_without_a_gpu_fails_in_one_line() -> None:
+    with pytest.raises(ProfilerError, match="no CUDA GPU visible") as info:
+        CuptiProfiler().collect(_example(RECORDED), [SOL])
+    assert "\n" not in str(info.value)
+
+
+def test_recorded_answers_give_ncu_shaped_profiles(tmp_path: Path) -> None:
+    profiler = _replaying(_answers(tmp_path))
+    problem = _example(RECORDED)
+    profile = profiler.collect(problem, [SOL])
+    assert profile.groups == [SOL.name]
+    assert profile.group_costs[SOL.name].tool == "cupti"
+    assert profile.replay_passes > 0
+    assert profile.startup_s > 0 and profile.cost_s >= profile.startup_s
+    # names and launch statistics come from the kernels' launch records, in range order
+    assert profile.kernels and not any(k.name.startswith("kernel ") for k in profile.kernels)
+    assert profile.value("launch__block_size") is not None
+    # the duration-weighted aggregate over kernels, as ncu's path computes it
+    metric = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+    assert profile.metrics[metric].unit == "%"
+    assert 0 < profile.value(metric) <= 100
+    assert profile.metrics[metric].group == SOL.name
+    # the next steps go to the same worker: no second start-up
+    memory = profiler.collect(problem, [MWA])
+    assert memory.startup_s == 0 and memory.replay_passes > profile.replay_passes
+    assert memory.value("dram__bytes_read.sum") is not None
+    assert any(n.startswith(f"{MWA.name} collected with CUPTI") for n in memory.notes)
+    launch = profiler.collect(problem, [OCC, LAUNCH])
+    assert launch.groups == [OCC.name, LAUNCH.name] and launch.replay_passes == 1
+    assert launch.value("launch__registers_per_thread") == profile.value(
+        "launch__registers_per_thread"
+    )
+    profiler.release()
+
+
+def test_a_step_over_its_limit_is_stopped_and_cut(tmp_path: Path) -> None:
+    profiler = _replaying(_answers(tmp_path), "--delay-s", "30")
+    profile = profiler.collect(_example(RECORDED), [SOL], limit_s=2.0)
+    assert profile.cut == [SOL.name] and not profile.metrics
+    assert 2.0 <= profile.cost_s <= 2.0 + STOP_GRACE_S
+    assert profiler._worker is None  # stopped, not left running
+
+
+def test_a_tree_over_cupti_spends_at_most_its_budget_and_the_grace(tmp_path: Path) -> None:
+    profiler = _replaying(_answers(tmp_path), "--delay-s", "30")
+    tree = ProfilingTree(Node("n0", ("ncu.SpeedOfLight",)))
+    budget = profiler.estimate_cost_s(_example(RECORDED), [SOL]) + 0.5
+    profile = run_tree(tree, _example(RECORDED), profiler, budget_s=budget)
+    assert profile.cut == [SOL.name]
+    assert profile.cost_s <= budget + STOP_GRACE_S
+
+
+def test_release_stops_the_worker_process(tmp_path: Path) -> None:
+    profiler = _replaying(_answers(tmp_path))
+    profiler.collect(_example(RECORDED), [SOL])
+    pid = profiler._worker.process.pid
+    profiler.release()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_with_complete_a_group_cupti_lacks_metrics_of_goes_to_ncu(tmp_path: Path) -> None:
+    """On GH100 (the recorded worker's chip) CUPTI has no SASS instruction counts, which
+    MemoryWorkloadAnalysis lists; the H200's recorded ncu profiles stand in for ncu."""
+    assert known_refusals("GH100")[MWA.name]
+    problem = _example("07_row_softmax")
+    with Store(tmp_path / "rec.sqlite") as store:
+        import_recordings(REPO / "tests/data/recordings/examples_h200.jsonl.gz", store)
+        fallback = RecordedProfiler(store, "H200")
+        worker = (sys.executable, str(REPLAY), "--answers", str(_answers(tmp_path)))
+        options = CuptiOptions(worker=worker, complete=True)
+        profiler = CuptiProfiler(fallback=fallback, options=options)
+        profiler.collect(problem, [SOL])  # learns the chip
+        profile = profiler.collect(problem, [MWA])
+        profiler.release()
+    assert profile.groups == [MWA.name]
+    assert profile.group_costs[MWA.name].tool != "cupti"
+    assert any("collected with ncu" in n and "inst_executed" in n for n in profile.notes)
+
+
+def test_by_default_cupti_collects_the_rest_and_says_what_it_lacks(tmp_path: Path) -> None:
+    profiler = _replaying(_answers(tmp_path))
+    problem = _example(RECORDED)
+    profiler.collect(problem, [SOL])
+    request: dict = {}
+
+    def ask(asked: dict, deadline: float) -> dict:
+        request.update(asked)
+        raise ProfilerError("recorded no answer")
+
+    profiler._worker.ask = ask
+    with pytest.raises(ProfilerError, match="recorded no answer"):
+        profiler.collect(problem, [MWA])
+    assert request["op"] == "collect"
+    assert not set(known_refusals("GH100")[MWA.name]) & set(request["metrics"])
+    assert profiler._why_partial(MWA).startswith(f"{MWA.name} collected with CUPTI")
+
+
+def test_no_fallback_for_a_group_cupti_cannot_serve_is_a_clear_error(tmp_path: Path) -> None:
+    profiler = _replaying(_answers(tmp_path))
+    with pytest.raises(ProfilerError, match="no ncu to fall back on"):
+        profiler.collect(_example(RECORDED), [get_group("ncu.set.full")])
+    profiler.release()
+
+
+def test_a_worker_that_dies_is_a_one_line_error(tmp_path: Path) -> None:
+    def die(answers: list[dict]) -> list[dict]:
+        return answers[:1]  # ready, then nothing: the replay worker answers with an error
+
+    profiler = _replaying(_answers(tmp_path, edit=die))
+    with pytest.raises(ProfilerError, match="the CUPTI worker") as info:
+        profiler.collect(_example(RECORDED), [SOL])
+    assert "\n" not in str(info.value)
+    profiler.release()
+
+
+def test_ncu_computed_metrics_are_not_asked_of_cupti() -> None:
+    asked = cupti_metrics(OCC)
+    assert asked[0] == "gpu__time_duration.sum"
+    assert not any(m.startswith("derived_") for m in asked)
+    assert cupti_metrics(get_group("static")) == []
+
+
+def test_recordings_say_which_tool_made_them_and_replay_charges_its_start_up(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "rec.sqlite") as store:
+        import_recordings(REPO / "docs/results/data/kernelbench_h200_cupti.jsonl.gz", store)
+        import_recordings(REPO / "tests/data/recordings/examples_h200.jsonl.gz", store)
+        replay = RecordedProfiler(store, "H200")
+        records = [(h, g) for h, _, g, _ in store.iter_profile_records()]
+        cupti_hash = next(
+            h for h, g in records if g == SOL.name and store.get_problem(h).level is not None
+        )
+        cupti = replay.collect(store.get_problem(cupti_hash), [SOL])
+        ncu = replay.collect(_example("07_row_softmax"), [SOL])
+        startups = {tool: replay.startup_s(tool) for tool in ("cupti", "ncu")}
+    assert cupti.group_costs[SOL.name].tool == "cupti"
+    assert cupti.startup_s == startups["cupti"] != startups["ncu"]
+    assert ncu.group_costs[SOL.name].tool == ""
+    assert ncu.startup_s == startups["ncu"]
