@@ -295,7 +295,8 @@ class CuptiProfiler(Profiler):
         profile.notes += [self._why_partial(g) for g in mine if self.refused.get(g.name)]
         if theirs:
             left = deadline - time.monotonic()
-            profile = profile.merge(self._fallback(problem, theirs, left if limit_s else None))
+            limit_left = None if limit_s is None else max(left, 0.0)
+            profile = profile.merge(self._fallback(problem, theirs, limit_left))
         profile.startup_s += startup
         profile.cost_s = time.monotonic() - started if mine else profile.cost_s + startup
         return profile
