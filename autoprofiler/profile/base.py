@@ -210,6 +210,15 @@ class Profile:
         return cls.from_dict(json.loads(text))
 
 
+def shares(total: float, weights: Sequence[float]) -> list[float]:
+    """``total`` split in proportion to ``weights`` (negative ones count 0; equal shares when
+    none is positive): how one run's seconds or passes are charged to the groups it served."""
+    kept = [max(w, 0.0) for w in weights]
+    if sum(kept) <= 0:
+        kept = [1.0] * len(kept)
+    return [total * w / sum(kept) for w in kept]
+
+
 def cut_profile(
     problem: Problem, groups: Sequence[MetricGroup], spent_s: float, tool: str
 ) -> Profile:

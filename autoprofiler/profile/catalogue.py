@@ -362,7 +362,9 @@ def _builtin_groups() -> dict[str, MetricGroup]:
     return groups
 
 
+@cache
 def _load_json(name: str) -> dict:
+    """A data file of the package, read once (callers only read it)."""
     try:
         text = resources.files("autoprofiler").joinpath("data", name).read_text("utf-8")
     except (FileNotFoundError, OSError):

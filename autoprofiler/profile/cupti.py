@@ -50,6 +50,7 @@ from autoprofiler.profile.base import (
     Profiler,
     ProfilerError,
     cut_profile,
+    shares,
 )
 from autoprofiler.profile.catalogue import (
     cupti_cost_s,
@@ -59,12 +60,12 @@ from autoprofiler.profile.catalogue import (
     startup_s,
 )
 from autoprofiler.profile.devices import device_key
+from autoprofiler.profile.ncu import REPO_ROOT, checkout_env
 from autoprofiler.profile.ncu_report import DURATION, KernelRow, aggregate, summarize_kernels
 
 log = logging.getLogger(__name__)
 
 WORKER_MODULE = "autoprofiler.profile.cupti_worker"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NCU_COMPUTED_PREFIX = "derived_"  # ncu evaluates these from other metrics; CUPTI has none
 TOOL = "cupti"
 REFUSED_FILE = "cupti_refused.json"
@@ -110,8 +111,7 @@ class _Worker:
         problem_file.write_text(json.dumps(problem.to_dict()))
         command = list(options.worker) or [options.python, "-m", WORKER_MODULE]
         command += ["--problem", str(problem_file), "--warmup", str(options.warmup)]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        env = checkout_env()
         # kept open for the worker's life, closed by stop()
         self._stderr = open(Path(self._folder.name) / "stderr.txt", "w+", encoding="utf-8")  # noqa: SIM115
         log.info("starting the CUPTI worker for %s", problem.name)
@@ -385,9 +385,7 @@ def profile_from_answer(
 
     seconds = float(answer.get("replay_s", 0.0))
     passes = int(answer.get("passes", 0))
-    weights = [max(cupti_cost_s(g), 0.0) for g in groups]
-    total = sum(weights) or float(len(groups))
-    weights = weights if sum(weights) else [1.0] * len(groups)
+    seconds_of = shares(seconds, [cupti_cost_s(g) for g in groups])
     notes = []
     if rows and not launches:
         notes.append(
@@ -403,8 +401,8 @@ def profile_from_answer(
         kernels=summarize_kernels(rows, units, forwards=1),
         groups=[g.name for g in groups],
         group_costs={
-            g.name: GroupCost(seconds=seconds * w / total, replay_passes=passes, tool=TOOL)
-            for g, w in zip(groups, weights, strict=True)
+            g.name: GroupCost(seconds=share, replay_passes=passes, tool=TOOL)
+            for g, share in zip(groups, seconds_of, strict=True)
         },
         cost_s=seconds,
         replay_passes=passes,

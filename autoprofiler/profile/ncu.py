@@ -45,6 +45,7 @@ from autoprofiler.profile.base import (
     Profiler,
     ProfilerError,
     cut_profile,
+    shares,
 )
 from autoprofiler.profile.catalogue import group_yields, startup_s
 from autoprofiler.profile.devices import device_key
@@ -136,9 +137,16 @@ def _tail(text: str) -> str:
     return " | ".join(lines[-_TAIL_LINES:])[:400] or "no output"
 
 
-def _run(command: list[str], timeout_s: float, cwd: Path) -> _Run:
+def checkout_env(root: Path = REPO_ROOT) -> dict[str, str]:
+    """This process's environment with ``root`` first on ``PYTHONPATH``: a child process (the
+    runner, the CUPTI worker) imports this checkout's package whether installed or not."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cwd), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _run(command: list[str], timeout_s: float, cwd: Path) -> _Run:
+    env = checkout_env(cwd)
     start = time.perf_counter()
     log.info("running %s", " ".join(command))
     proc = subprocess.Popen(
@@ -159,13 +167,6 @@ def _run(command: list[str], timeout_s: float, cwd: Path) -> _Run:
         out, err = proc.communicate()
         timed_out = True
     return _Run(out, err, proc.returncode, timed_out, time.perf_counter() - start, timeout_s)
-
-
-def _split(total: float, groups: Sequence[MetricGroup], weight: str) -> list[float]:
-    weights = [max(getattr(g, weight), 0.0) for g in groups]
-    if sum(weights) <= 0:
-        weights = [1.0] * len(groups)
-    return [total * w / sum(weights) for w in weights]
 
 
 class NcuProfiler(Profiler):
@@ -357,8 +358,8 @@ class NcuProfiler(Profiler):
             return owner.name
 
         forwards = self.options.repeats
-        seconds = _split(in_range_s, groups, "cost_s")
-        group_passes = _split(float(passes), groups, "replay_passes")
+        seconds = shares(in_range_s, [g.cost_s for g in groups])
+        group_passes = shares(float(passes), [g.replay_passes for g in groups])
         notes = []
         if self.options.launches_per_config:
             notes.append(
