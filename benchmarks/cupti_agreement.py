@@ -10,7 +10,11 @@ On the GPU (``collect``, resumable, rows appended as they fall):
 - ``cupti`` per problem, one CUPTI worker: ``examples/trees/expert.json`` run by ``run_tree``
   (its cost, start-up included), then, on the same worker, the groups of SpeedOfLight,
   Occupancy + LaunchStats and MemoryWorkloadAnalysis the tree did not collect, one step each
-  (each step's wall time, replay seconds and passes, and the profile);
+  (each step's wall time, replay seconds and passes, and the profile). One ``CuptiProfiler``
+  serves every problem, as in a run of ``autoprofiler``: the first pays for the worker's
+  imports, the others load into the standby started meanwhile;
+- ``budget``: the expert tree again on ``--budget-problems`` of them under each of
+  ``--budgets`` (seconds): what it spent, what it cut or skipped;
 - ``ncu``: one ncu run over all of them with SpeedOfLight, Occupancy and LaunchStats (its
   start-up, each problem's in-range seconds and profile), then ncu alone for ``--steps`` of
   them with SpeedOfLight (a tree step of ncu, start-up included);
@@ -51,6 +55,7 @@ from autoprofiler.profile.recording import add_startup
 from autoprofiler.profile.static import StaticProfiler
 from autoprofiler.store import Store
 from autoprofiler.tree import load_tree, run_tree
+from autoprofiler.tree.run import STOP_GRACE_S
 
 log = logging.getLogger("cupti_agreement")
 COMPARED = ("ncu.SpeedOfLight", "ncu.Occupancy", "ncu.LaunchStats", "ncu.MemoryWorkloadAnalysis")
@@ -70,6 +75,7 @@ KEY_MWA = (
     "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__throughput.avg.pct_of_peak_sustained_active",
 )
+WORKER_FIELDS = ("build_s", "setup_s", "launches_s", "launch_records", "launched")
 KEY_LAUNCH = (
     "launch__grid_size",
     "launch__block_size",
@@ -112,10 +118,55 @@ def _done(rows: list[dict], phase: str) -> set[str]:
     return {r["problem"] for r in rows if r["phase"] == phase}
 
 
-def collect_cupti(problem: Problem, ncu: NcuProfiler, transcript: Path, quick: bool) -> dict:
+def _cupti_phase(args: argparse.Namespace, problems: list[Problem], rows: list[dict],
+                 cupti: _HeldWorker, until: float) -> None:  # fmt: skip
+    for problem in problems:
+        if problem.key in _done(rows, "cupti"):
+            continue
+        if time.monotonic() > until:
+            log.info("CUPTI's share of the deadline is spent: stopping before %s", problem.key)
+            return
+        try:
+            row = {"phase": "cupti", "problem": problem.key,
+                   **collect_cupti(problem, cupti, args.quick)}  # fmt: skip
+        except Exception as exc:  # a problem's failure is a row; the study goes on
+            cupti.really_release()
+            error = f"{type(exc).__name__}: {exc}"
+            row = {"phase": "cupti", "problem": problem.key, "error": error}
+        append_jsonl(args.rows, row)
+        tree = row.get("tree") or {}
+        log.info("%s: cupti %s", problem.key, row.get("error") or f"tree {tree.get('cost_s')} s")
+
+
+def _budget_phase(args: argparse.Namespace, problems: list[Problem], cupti: _HeldWorker,
+                  deadline: float) -> None:  # fmt: skip
+    """The expert tree under each budget: it must spend at most the budget plus the grace."""
+    profiler = CompositeProfiler({"static": StaticProfiler("H200"), "ncu": cupti})
+    for problem in problems:
+        for budget in args.budgets:
+            done = {(r["problem"], r["budget_s"]) for r in read_jsonl(args.rows)
+                    if r["phase"] == "budget"}  # fmt: skip
+            if (problem.key, budget) in done or time.monotonic() > deadline:
+                continue
+            start = time.perf_counter()
+            try:
+                tree = run_tree(load_tree(EXPERT), problem, profiler, budget_s=budget)
+                saved = tree.to_dict()
+                row = {"cost_s": tree.cost_s, "groups": tree.groups, "cut": tree.cut,
+                       "skipped": saved.get("skipped", []), "path": tree.path}  # fmt: skip
+            except Exception as exc:
+                row = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                cupti.really_release()
+            row |= {"phase": "budget", "problem": problem.key, "budget_s": budget,
+                    "wall_s": time.perf_counter() - start}  # fmt: skip
+            append_jsonl(args.rows, row)
+            log.info("budget %s %.1f s: %s", problem.key, budget, row)
+
+
+def collect_cupti(problem: Problem, cupti: _HeldWorker, quick: bool) -> dict:
     """The expert tree through CUPTI, then the compared groups it left, on the same worker;
     ``quick``: no tree, and of the compared groups only SpeedOfLight, Occupancy, LaunchStats."""
-    cupti = _HeldWorker(fallback=ncu, options=CuptiOptions(transcript=transcript))
     profiler = CompositeProfiler({"static": StaticProfiler("H200"), "ncu": cupti})
     start = time.perf_counter()
     tree = Profile(problem_hash=problem.content_hash)
@@ -131,7 +182,9 @@ def collect_cupti(problem: Problem, ncu: NcuProfiler, transcript: Path, quick: b
         steps.append(_step(groups, step))
         profile = profile.merge(step)
     cupti.really_release()
+    worker = {k: cupti.last_ready.get(k) for k in WORKER_FIELDS}
     return {
+        "worker": worker,
         "quick": quick,
         "tree": None if quick else {"cost_s": tree.cost_s, "wall_s": tree_wall, "path": tree.path,
                  "startup_s": tree.startup_s, "costs": _costs(tree), "cut": tree.cut},
@@ -167,26 +220,13 @@ def collect(args: argparse.Namespace) -> int:
     rows = read_jsonl(args.rows)
     ncu = NcuProfiler()
     transcript = args.rows.with_name("answers.jsonl")
-    cupti_until = time.monotonic() + args.deadline_s * args.cupti_share
-    for problem in problems:
-        if problem.key in _done(rows, "cupti"):
-            continue
-        if time.monotonic() > cupti_until:
-            log.info("CUPTI's share of the deadline is spent: stopping before %s", problem.key)
-            break
-        try:
-            row = {"phase": "cupti", "problem": problem.key,
-                   **collect_cupti(problem, ncu, transcript, args.quick)}  # fmt: skip
-        except Exception as exc:  # a problem's failure is a row; the study goes on
-            row = {
-                "phase": "cupti",
-                "problem": problem.key,
-                "error": f"{type(exc).__name__}: {exc}",
-            }
-        append_jsonl(args.rows, row)
-        log.info(
-            "%s: cupti %s", problem.key, row.get("error") or f"tree {row['tree']['cost_s']:.2f} s"
-        )
+    cupti = _HeldWorker(fallback=ncu, options=CuptiOptions(transcript=transcript))
+    try:
+        until = time.monotonic() + args.deadline_s * args.cupti_share
+        _cupti_phase(args, problems, rows, cupti, until)
+        _budget_phase(args, problems[: args.budget_problems], cupti, deadline)
+    finally:
+        cupti.close()
     todo = [p for p in problems if p.key not in _done(rows, "ncu")]
     if todo and time.monotonic() < deadline:
         try:
@@ -275,8 +315,9 @@ def _agreement_table(rows: list[tuple], title: str) -> list[str]:
 
 def table(args: argparse.Namespace) -> int:
     rows = read_jsonl(args.rows)
-    cupti = {r["problem"]: r["profile"] for r in rows if r["phase"] == "cupti" and "profile" in r}
-    live = {r["problem"]: r["profile"] for r in rows if r["phase"] == "ncu" and r.get("profile")}
+    compared = [row for path in args.earlier_rows for row in read_jsonl(path)] + rows
+    cupti = {r["problem"]: r["profile"] for r in compared if _has(r, "cupti")}
+    live = {r["problem"]: r["profile"] for r in compared if _has(r, "ncu")}
     with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "rec.sqlite") as store:
         recorded = _recorded(args.recordings, store)
         found = (store.get_problem(h) for h in {r[0] for r in store.iter_profile_records()})
@@ -299,12 +340,16 @@ def table(args: argparse.Namespace) -> int:
               "sm__warps_active.avg.pct_of_peak_sustained_active", "gpu__time_duration.sum"]),
               "metric (live ncu)")]  # fmt: skip
     lines += ["", *_agreement_table(agreement(cupti, mwa, list(KEY_MWA)), "metric (recorded ncu)")]
-    lines += ["", *_costs_table(rows)]
+    lines += ["", *_costs_table(rows), "", *_budget_table(rows)]
     replace_block(args.markdown, "profiling_costs", "\n".join(lines))
     if args.export_recordings:
         count = export_cupti_recordings(rows, problems, args.export_recordings)
         log.info("%d CUPTI records written to %s", count, args.export_recordings)
     return 0
+
+
+def _has(row: dict, phase: str) -> bool:
+    return row["phase"] == phase and bool(row.get("profile"))
 
 
 def export_cupti_recordings(rows: list[dict], problems: dict[str, Problem], path: Path) -> int:
@@ -370,8 +415,14 @@ def _costs_table(rows: list[dict]) -> list[str]:
 
     tree_costs = {r["problem"]: r["tree"]["cost_s"] for r in cupti}
     ratios = [tree_costs[k] / full[k]["cost_s"] for k in full if k in tree_costs]
+    startups = [r["tree"]["startup_s"] for r in cupti]
+    workers = [r.get("worker") or {} for r in cupti]
+    launches = [w["launches_s"] for w in workers if w.get("launches_s") is not None]
     measures = [
-        ("CUPTI worker start-up (to ready), s", [r["tree"]["startup_s"] for r in cupti]),
+        ("CUPTI worker start-up (to ready), s", startups),
+        ("CUPTI worker start-up, the first problem (imports included), s", startups[:1]),
+        ("CUPTI worker start-up, the later problems (loaded into the standby), s", startups[1:]),
+        ("of which the launch-record forward, s", launches),
         ("CUPTI step overhead beyond replay, s", [s["overhead_s"] for s in steps]),
         ("CUPTI step replay, s", [s["replay_s"] for s in steps]),
         ("ncu step (SpeedOfLight alone), s", [r["cost_s"] for r in ncu_steps]),
@@ -385,6 +436,25 @@ def _costs_table(rows: list[dict]) -> list[str]:
     ]
 
 
+def _budget_table(rows: list[dict]) -> list[str]:
+    budget = [r for r in rows if r["phase"] == "budget"]
+    if not budget:
+        return []
+    lines = ["| problem | budget s | spent s | within budget + grace | cut | skipped |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in budget:
+        if "error" in r:
+            lines.append(f"| {r['problem']} | {r['budget_s']:g} | {r['error'][:80]} | | | |")
+            continue
+        held = r["cost_s"] <= r["budget_s"] + STOP_GRACE_S
+        skipped = ", ".join(s["group"] for s in r["skipped"]) or "-"
+        lines.append(
+            f"| {r['problem']} | {r['budget_s']:g} | {r['cost_s']:.2f} | {'yes' if held else 'NO'}"
+            f" | {', '.join(r['cut']) or '-'} | {skipped} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     log_progress()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -392,10 +462,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("problems", nargs="?", help="collect: KernelBench (JSONL or checkout)")
     parser.add_argument("--recordings", type=Path, nargs="+", required=True)
     parser.add_argument("--rows", type=Path, default=Path("runs/profiling-costs/rows.jsonl"))
+    parser.add_argument(
+        "--earlier-rows", type=Path, nargs="*", default=[],
+        help="table: rows of earlier runs, compared for agreement only",
+    )  # fmt: skip
     parser.add_argument("--count", type=int, default=24)
     parser.add_argument("--steps", type=int, default=3, help="problems timed with a lone ncu step")
     parser.add_argument("--full", type=int, default=6, help="problems timed with --set full")
     parser.add_argument("--deadline-s", type=float, default=math.inf)
+    parser.add_argument(
+        "--budgets",
+        type=float,
+        nargs="*",
+        default=[3.0, 8.0],
+        help="budgets (s) the expert tree runs under, on --budget-problems",
+    )
+    parser.add_argument("--budget-problems", type=int, default=3)
     parser.add_argument(
         "--quick",
         action="store_true",

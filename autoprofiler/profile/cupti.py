@@ -5,7 +5,10 @@ once, warms it up and enables the range profiler; every ``collect`` then asks it
 metrics of the groups given and pays only that step's replay passes (CUPTI replays each kernel
 of one forward, auto range and kernel replay), not a new ncu start-up. The worker stays up for
 the next step on the same problem and is stopped by ``release`` (``run_tree`` calls it when the
-walk ends) or when another problem comes.
+walk ends) or when another problem comes. While one problem's worker works, the next one waits
+as a standby with Python and PyTorch imported (``CuptiOptions.standby``), so a problem after
+the first pays only for its CUDA context, its build and one forward under torch.profiler;
+``close`` (or the profiler's end) stops it.
 
 What a group asks for: the metrics ncu's sections of it report (``ncu_section_metrics.json``),
 with ncu's names, less those ncu computes itself (``derived_*``). Which of them this chip's
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -85,12 +89,15 @@ class CuptiOptions:
     collected with ncu (by default CUPTI collects the rest of it, and the profile's notes name
     what it lacks). ``worker`` replaces its command (tests replay recorded answers);
     ``timeout_s`` bounds a step without a limit of its own; ``transcript``, when set, gets
-    every answer of every worker appended as a JSON line (``{"problem", "op", "answer"}``)."""
+    every answer of every worker appended as a JSON line (``{"problem", "op", "answer"}``);
+    ``max_ranges``: kernel ranges a step holds (none: those one forward launches, plus a
+    margin); ``standby``: start the next problem's worker while this one works."""
 
     python: str = sys.executable
     complete: bool = False
     warmup: int = 3
-    max_ranges: int = 2048
+    max_ranges: int | None = None
+    standby: bool = True
     timeout_s: float = 600.0
     worker: tuple[str, ...] = ()
     transcript: Path | None = None
@@ -101,36 +108,46 @@ class _Cut(Exception):
 
 
 class _Worker:
-    """One worker process for one problem and the pipes to it."""
+    """One worker process and the pipes to it: a standby until ``load`` gives it its problem."""
 
-    def __init__(self, problem: Problem, options: CuptiOptions, deadline: float) -> None:
-        self.problem_hash = problem.content_hash
-        self._name, self._transcript = problem.name, options.transcript
+    def __init__(self, options: CuptiOptions) -> None:
+        self.problem_hash = ""
+        self._name, self._transcript = "", options.transcript
+        self._warmup = options.warmup
         self._folder = tempfile.TemporaryDirectory(prefix="autoprofiler-cupti-")
-        problem_file = Path(self._folder.name) / "problem.json"
-        problem_file.write_text(json.dumps(problem.to_dict()))
         command = list(options.worker) or [options.python, "-m", WORKER_MODULE]
-        command += ["--problem", str(problem_file), "--warmup", str(options.warmup)]
-        env = checkout_env()
         # kept open for the worker's life, closed by stop()
         self._stderr = open(Path(self._folder.name) / "stderr.txt", "w+", encoding="utf-8")  # noqa: SIM115
-        log.info("starting the CUPTI worker for %s", problem.name)
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,
-            env=env,
+            env=checkout_env(),
             cwd=REPO_ROOT,
             start_new_session=True,
         )
+        self.ready: dict[str, Any] = {}
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def load(self, problem: Problem, deadline: float) -> None:
+        """Give the standby ``problem``; return once it is built and ready for steps."""
+        log.info("loading %s in the CUPTI worker", problem.name)
+        self.problem_hash, self._name = problem.content_hash, problem.name
+        problem_file = Path(self._folder.name) / "problem.json"
+        problem_file.write_text(json.dumps(problem.to_dict()))
+        request = {"op": "load", "problem": str(problem_file), "warmup": self._warmup}
+        self._write(request)
         self.ready = self._read(deadline, "start")
         if self.ready.get("event") != "ready":
             self.stop()
             raise ProfilerError(f"the CUPTI worker failed: {self.ready.get('error', self.ready)}")
 
-    def ask(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def _write(self, request: dict[str, Any]) -> None:
         stdin = self.process.stdin
         assert stdin is not None
         try:
@@ -138,6 +155,9 @@ class _Worker:
             stdin.flush()
         except BrokenPipeError:
             raise ProfilerError(f"the CUPTI worker died: {self._tail()}") from None
+
+    def ask(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
+        self._write(request)
         answer = self._read(deadline, str(request.get("op")))
         if answer.get("event") == "error":
             raise ProfilerError(f"the CUPTI worker: {answer.get('error')}")
@@ -183,6 +203,11 @@ class _Worker:
         self._folder.cleanup()
 
 
+def _stop_all(workers: list[_Worker]) -> None:
+    while workers:
+        workers.pop().stop()
+
+
 def known_refusals(chip: str) -> dict[str, list[str]]:
     """The metrics of each group CUPTI refuses on ``chip``, as measured (``cupti_refused.json``);
     empty for a chip never measured (the worker is asked instead)."""
@@ -213,7 +238,10 @@ class CuptiProfiler(Profiler):
         self.options = options or CuptiOptions()
         self.refused: dict[str, list[str]] = {}  # group -> metrics this GPU's CUPTI refuses
         self._worker: _Worker | None = None
+        self._standby: list[_Worker] = []  # a list, so the finalizer sees the current one
+        self._finalizer = weakref.finalize(self, _stop_all, self._standby)
         self.device = ""
+        self.last_ready: dict[str, Any] = {}  # what the last worker said when it was ready
 
     def available(self) -> bool:
         """True when a CUPTI with the range profiler and a CUDA driver load here."""
@@ -257,11 +285,17 @@ class CuptiProfiler(Profiler):
         return not (self.options.complete and self.refused.get(group.name))
 
     def release(self) -> None:
+        """Stop the current problem's worker (a standby for the next one stays)."""
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
         if self.fallback is not None:
             self.fallback.release()
+
+    def close(self) -> None:
+        """Stop every worker this profiler started, the standby too."""
+        self.release()
+        _stop_all(self._standby)
 
     def collect(
         self, problem: Problem, groups: Sequence[MetricGroup], limit_s: float | None = None
@@ -331,14 +365,27 @@ class CuptiProfiler(Profiler):
         return self.fallback.collect(problem, groups, limit_s=left_s)
 
     def _start(self, problem: Problem, deadline: float) -> float:
-        """The worker for ``problem`` (started if needed); the seconds spent starting it."""
+        """The worker for ``problem`` (the standby loaded, or one started); the seconds spent."""
         if self._worker is not None and self._worker.problem_hash == problem.content_hash:
             return 0.0
         self.release()
         start = time.monotonic()
-        self._worker = _Worker(problem, self.options, deadline)
-        self.device = device_key(str(self._worker.ready.get("device", ""))) or self.device
-        known = known_refusals(str(self._worker.ready.get("chip", "")))
+        worker = self._standby.pop() if self._standby else None
+        if worker is None or not worker.alive:
+            if worker is not None:
+                worker.stop()
+            log.info("starting the CUPTI worker for %s", problem.name)
+            worker = _Worker(self.options)
+        try:
+            worker.load(problem, deadline)
+        except BaseException:
+            worker.stop()
+            raise
+        self._worker, self.last_ready = worker, dict(worker.ready)
+        if self.options.standby:
+            self._standby.append(_Worker(self.options))
+        self.device = device_key(str(worker.ready.get("device", ""))) or self.device
+        known = known_refusals(str(worker.ready.get("chip", "")))
         self.refused = known | self.refused
         return time.monotonic() - start
 
@@ -356,7 +403,9 @@ class CuptiProfiler(Profiler):
         refused = {m for g in groups for m in self.refused.get(g.name, [])}
         metrics = [m for m in dict.fromkeys(m for g in groups for m in cupti_metrics(g))]
         metrics = [m for m in metrics if m not in refused]
-        request = {"op": "collect", "metrics": metrics, "max_ranges": self.options.max_ranges}
+        request: dict[str, Any] = {"op": "collect", "metrics": metrics}
+        if self.options.max_ranges is not None:
+            request["max_ranges"] = self.options.max_ranges
         answer = self._worker.ask(request, deadline)
         return profile_from_answer(problem, groups, answer, self.device)
 

@@ -1,22 +1,31 @@
 """The CUPTI profiling worker: one process per problem that builds it once, warms it up, and then
 collects metrics through CUPTI's range profiler, one request at a time.
 
-Run as ``python -m autoprofiler.profile.cupti_worker --problem FILE.json`` (``Problem.to_dict()``).
-Requests come as JSON lines on stdin; each answer is one JSON line on the worker's original
-stdout (the problem's own prints go to stderr, so they cannot corrupt the channel):
+Run as ``python -m autoprofiler.profile.cupti_worker --problem FILE.json`` (``Problem.to_dict()``),
+or without ``--problem`` as a standby: it imports what it needs (Python, PyTorch, torch.profiler;
+no CUDA yet) and waits for ``{"op": "load", "problem": FILE, "warmup": N}`` as its first request,
+so a profiler can start the next problem's worker while the current one works. Requests come as
+JSON lines on stdin; each answer is one JSON line on the worker's original stdout (the problem's
+own prints go to stderr, so they cannot corrupt the channel):
 
-- first, unasked: ``{"event": "ready", "device", "chip", "build_s", "setup_s"}``, or
-  ``{"event": "fail", "error"}`` and exit 2 (no GPU, no CUPTI, no permission, a broken problem);
+- once the problem is loaded, unasked: ``{"event": "ready", "device", "chip", "build_s",
+  "setup_s", "launches_s", "launch_records", "launched"}``, or ``{"event": "fail", "error"}``
+  and exit 2 (no GPU, no CUPTI, no permission, a broken problem). Loading runs one forward for
+  the kernels' names and launch configurations, recorded by CUPTI's activity API (or, where
+  that fails or ``AUTOPROFILER_CUPTI_ACTIVITY=0``, torch.profiler: ``launch_records`` says
+  which; ``launches_s``);
 - ``{"op": "check", "metrics": [...]}`` -> ``{"event": "checked", "unsupported": [...]}``: the
   metrics this chip's profiler host refuses;
 - ``{"op": "collect", "metrics": [...], "max_ranges": N}`` -> ``{"event": "collected",
   "metrics", "units", "kernels": [[range name, [value per metric]], ...], "passes", "dropped",
-  "replay_s", "evaluate_s", "launches", "launched"}``: one forward, every kernel it launches a
-  range (auto range), replayed by CUPTI for the config's passes (kernel replay), the range
-  profiler enabled for that step alone. CUPTI names ranges by number; ``launches`` gives each
-  range its kernel's name and launch configuration, from one forward under torch.profiler run
-  before the first step (empty when that forward launched another number of kernels than the
-  ranges: ``launched``);
+  "max_ranges", "replay_s", "evaluate_s", "launches", "launched"}``: one forward, every kernel it
+  launches a range (auto range), replayed by CUPTI for the config's passes (kernel replay), the
+  range profiler enabled for that step alone. Without ``max_ranges`` the counter data holds the
+  kernels one forward launched plus a margin (CUPTI's start and its counter data grow with the
+  ranges they hold: about 1 ms per range on an H200); if ranges were dropped the step runs once
+  more with room for ``DEFAULT_MAX_RANGES``. CUPTI names ranges by number; ``launches`` gives each
+  range its kernel's name and launch configuration (empty when that forward launched another
+  number of kernels than the ranges: ``launched``);
 - a request that fails -> ``{"event": "error", "error"}``; the worker goes on.
 
 End of input ends the worker.
@@ -33,6 +42,15 @@ import time
 from typing import IO, Any
 
 DEFAULT_MAX_RANGES = 2048
+STANDBY_IMPORTS = (
+    "torch",
+    "torch.profiler",
+    "autoprofiler.problem",
+    "autoprofiler.profile.cupti_api",
+    "autoprofiler.profile.ncu_runner",
+)
+ACTIVITY_ENV = "AUTOPROFILER_CUPTI_ACTIVITY"  # "0": launch records from torch.profiler
+RANGE_MARGIN = 32  # ranges beyond the kernels seen, for a forward that launches a few more
 
 
 def _one_line(exc: BaseException) -> str:
@@ -69,10 +87,15 @@ class _Session:
         self.build_s = time.perf_counter() - start
         self.device_name = device_name(self.device)
         self._launches: list[dict[str, Any]] | None = None
+        self.launch_records = ""
+        start = time.perf_counter()
+        self.launches()
+        self.launches_s = time.perf_counter() - start
 
     def launches(self) -> list[dict[str, Any]]:
         """The kernels one forward launches, in order, with their launch configuration (from
-        one forward under torch.profiler, run once, before the range profiler is enabled)."""
+        CUPTI's activity records, else torch.profiler's; one forward, run once, before the
+        range profiler is enabled)."""
         if self._launches is None:
             import torch
 
@@ -80,11 +103,34 @@ class _Session:
 
             reserved = reserved_shared_memory(torch.cuda.current_device())
             try:
-                self._launches = kernel_launches(self.model, self.inputs, reserved)
-            except Exception as exc:  # names are a nicety: the counters still come
-                sys.stderr.write(f"no kernel launches from torch.profiler: {_one_line(exc)}\n")
-                self._launches = []
+                if os.environ.get(ACTIVITY_ENV) == "0":
+                    raise RuntimeError(f"{ACTIVITY_ENV}=0")
+                self._launches = self._activity_launches(reserved)
+                self.launch_records = "cupti"
+            except Exception as exc:
+                sys.stderr.write(f"CUPTI activity records failed: {_one_line(exc)}\n")
+                try:
+                    self._launches = kernel_launches(self.model, self.inputs, reserved)
+                    self.launch_records = "torch.profiler"
+                except Exception as exc:  # names are a nicety: the counters still come
+                    sys.stderr.write(f"no launch records from torch.profiler: {_one_line(exc)}\n")
+                    self._launches = []
         return self._launches
+
+    def _activity_launches(self, reserved: int) -> list[dict[str, Any]]:
+        import torch
+
+        from autoprofiler.profile.cupti_activity import KernelActivity
+
+        def forward() -> None:
+            with torch.no_grad():
+                self.model(*self.inputs)
+            torch.cuda.synchronize()
+
+        records = KernelActivity(self.cupti.library, reserved).record(forward)
+        if not records:
+            raise RuntimeError("CUPTI recorded no kernel of the forward")
+        return records
 
     def config(self) -> Any:
         from autoprofiler.profile.cupti_api import MetricConfig
@@ -134,19 +180,32 @@ class _Session:
                 dropped.append(metric)
         return dropped
 
-    def collect(self, metrics: list[str], max_ranges: int) -> dict[str, Any]:
+    def collect(self, metrics: list[str], max_ranges: int | None = None) -> dict[str, Any]:
+        """One step: ``metrics`` over one forward; room for ``max_ranges`` kernel ranges (by
+        default the kernels seen plus a margin, and all of ``DEFAULT_MAX_RANGES`` again if
+        some were dropped)."""
+        launches = self.launches()
+        ranges = max_ranges or (len(launches) + RANGE_MARGIN if launches else DEFAULT_MAX_RANGES)
+        answer = self._collect(list(dict.fromkeys(metrics)), ranges)
+        if answer["dropped"] and max_ranges is None and ranges < DEFAULT_MAX_RANGES:
+            first_s = answer["replay_s"] + sum(answer["timings"].values())
+            answer = self._collect(answer["metrics"], DEFAULT_MAX_RANGES)
+            answer["timings"]["dropped_first_s"] = first_s
+        return answer
+
+    def _collect(self, metrics: list[str], max_ranges: int) -> dict[str, Any]:
         import torch
 
         from autoprofiler.profile.cupti_api import RangeProfiler
 
-        metrics = list(dict.fromkeys(metrics))
         launches = self.launches()
+        marks = [time.perf_counter()]
         with self.config() as config:
             config.add(metrics)
             image = config.image()
             passes = config.passes(image)
             units = {m: config.unit(m) for m in metrics}
-            marks = [time.perf_counter()]
+            marks.append(time.perf_counter())
             profiler = RangeProfiler(self.cupti, self.context)
             try:
                 data = profiler.counter_data(metrics, max_ranges)
@@ -166,7 +225,7 @@ class _Session:
             finally:
                 profiler.close()
             marks.append(time.perf_counter())
-        setup_s, forward_s, decode_s, evaluate_s, close_s = (
+        host_s, setup_s, forward_s, decode_s, evaluate_s, close_s = (
             b - a for a, b in itertools.pairwise(marks)
         )
         return {
@@ -178,10 +237,11 @@ class _Session:
             "launched": len(launches),
             "passes": passes,
             "dropped": dropped,
+            "max_ranges": max_ranges,
             "replay_s": forward_s + decode_s,
             "evaluate_s": evaluate_s,
-            "timings": {"setup_s": setup_s, "forward_s": forward_s, "decode_s": decode_s,
-                        "close_s": close_s},
+            "timings": {"host_s": host_s, "setup_s": setup_s, "forward_s": forward_s,
+                        "decode_s": decode_s, "close_s": close_s},
         }  # fmt: skip
 
 
@@ -245,7 +305,8 @@ def _serve(session: _Session, requests: IO[str], channel: IO[str]) -> None:
             if request.get("op") == "check":
                 _answer(channel, event="checked", unsupported=session.check(metrics))
             elif request.get("op") == "collect":
-                max_ranges = int(request.get("max_ranges", DEFAULT_MAX_RANGES))
+                max_ranges = request.get("max_ranges")
+                max_ranges = None if max_ranges is None else int(max_ranges)
                 channel.write(json.dumps(session.collect(metrics, max_ranges)) + "\n")
                 channel.flush()
             else:
@@ -254,15 +315,40 @@ def _serve(session: _Session, requests: IO[str], channel: IO[str]) -> None:
             _answer(channel, event="error", error=_one_line(exc))
 
 
+def _load_request(requests: IO[str]) -> tuple[str, int]:
+    """A standby's first request: the problem to load (``ValueError`` for anything else)."""
+    line = requests.readline()
+    if not line:
+        raise EOFError
+    request = json.loads(line)
+    if request.get("op") != "load" or not request.get("problem"):
+        raise ValueError(f"a standby worker's first request must load a problem, not {line[:80]!r}")
+    return str(request["problem"]), int(request.get("warmup", 3))
+
+
+def _prepare() -> None:
+    """What a standby does before it knows its problem: the imports (no CUDA context)."""
+    import importlib
+
+    for module in STANDBY_IMPORTS:
+        importlib.import_module(module)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problem", required=True, help="JSON of the problem (Problem.to_dict)")
+    parser.add_argument("--problem", help="JSON of the problem (Problem.to_dict); else a standby")
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the problem's prints go to stderr
+    problem, warmup = args.problem, args.warmup
     try:
-        session = _Session(args.problem, args.warmup)
+        if problem is None:
+            _prepare()
+            problem, warmup = _load_request(sys.stdin)
+        session = _Session(problem, warmup)
+    except EOFError:  # a standby nobody needed
+        return 0
     except Exception as exc:  # no GPU, no CUPTI, no permission, a broken problem
         _answer(channel, event="fail", error=_one_line(exc))
         return 2
@@ -273,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         chip=session.chip,
         build_s=session.build_s,
         setup_s=session.setup_s,
+        launches_s=session.launches_s,
+        launch_records=session.launch_records,
+        launched=len(session.launches()),
     )
     _serve(session, sys.stdin, channel)
     return 0

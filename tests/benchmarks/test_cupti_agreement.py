@@ -41,3 +41,19 @@ def test_the_committed_rows_give_the_committed_table(tmp_path: Path) -> None:
     block = page.read_text().split("<!-- profiling_costs:start -->")[1].split("<!-- profiling_")[0]
     assert block.strip() and block in committed
     assert (tmp_path / "cupti.jsonl.gz").stat().st_size > 0
+
+
+def test_the_budget_table_says_whether_each_tree_held_its_budget() -> None:
+    grace = cupti_agreement.STOP_GRACE_S
+    rows = [
+        {"phase": "budget", "problem": "L1/1", "budget_s": 3.0, "cost_s": 3.0 + grace,
+         "cut": ["ncu.SpeedOfLight"], "skipped": [], "path": ["n0"]},
+        {"phase": "budget", "problem": "L1/1", "budget_s": 8.0, "cost_s": 9.0, "cut": [],
+         "skipped": [{"group": "ncu.MemoryWorkloadAnalysis", "reason": "over budget"}]},
+        {"phase": "budget", "problem": "L1/2", "budget_s": 3.0, "error": "ProfilerError: boom"},
+    ]  # fmt: skip
+    lines = cupti_agreement._budget_table(rows)
+    assert lines[2].endswith("| yes | ncu.SpeedOfLight | - |")
+    assert lines[3].endswith("| NO | - | ncu.MemoryWorkloadAnalysis |")
+    assert "ProfilerError: boom" in lines[4]
+    assert cupti_agreement._budget_table([]) == []

@@ -1,10 +1,11 @@
 """A stand-in for the CUPTI worker that answers with answers a real worker gave on the H200.
 
-``python cupti_replay_worker.py --answers FILE.jsonl [--delay-s S] --problem P --warmup N``:
-the first line of FILE is the ``ready`` (or ``fail``) event, written at once; each request on
-stdin is answered with the next recorded answer for its op (``check`` -> ``checked``,
-``collect`` -> ``collected``), after sleeping ``--delay-s`` for a collect. Used to drive the
-real ``CuptiProfiler`` (its pipes, deadlines and parsing) on a machine without a GPU.
+``python cupti_replay_worker.py --answers FILE.jsonl [--delay-s S] [--problem P --warmup N]``:
+the first line of FILE is the ``ready`` (or ``fail``) event, written at once with ``--problem``,
+else (a standby, as ``CuptiProfiler`` starts it) once the first request loads a problem; each
+request on stdin is answered with the next recorded answer for its op (``check`` ->
+``checked``, ``collect`` -> ``collected``), after sleeping ``--delay-s`` for a collect. Used to
+drive the real ``CuptiProfiler`` (its pipes, deadlines and parsing) on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ def main() -> int:
     args = parser.parse_args()
     with open(args.answers, encoding="utf-8") as handle:
         first, *answers = [json.loads(line) for line in handle if line.strip()]
+    if args.problem is None:
+        line = sys.stdin.readline()
+        if not line:
+            return 0  # a standby nobody needed
+        if json.loads(line).get("op") != "load":
+            print(json.dumps({"event": "fail", "error": "expected a load request"}), flush=True)
+            return 2
     print(json.dumps(first), flush=True)
     if first.get("event") != "ready":
         return 2

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from autoprofiler.profile import cupti_api
+from autoprofiler.profile import cupti_activity, cupti_api
 from autoprofiler.profile.cupti_api import SIGNATURES, CuptiError, load_cupti
 
 CUDA_INCLUDE = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
@@ -99,3 +100,68 @@ def test_errors_with_advice_name_what_to_do() -> None:
     unsupported = cupti.error("cuptiProfilerHostInitialize", 27)
     assert "AUTOPROFILER_HARDWARE=ncu" in str(unsupported)
     assert cupti.error("cuptiProfilerHostConfigAddMetrics", 17).unsupported_metric
+
+
+@pytest.mark.skipif(
+    shutil.which("g++") is None or not (CUDA_INCLUDE / "cupti_activity.h").exists(),
+    reason="needs g++ and the CUDA toolkit's CUPTI headers",
+)
+def test_the_kernel_record_prefix_matches_the_cuda_header(tmp_path: Path) -> None:
+    record, c_name = cupti_activity._KernelRecord, cupti_activity.RECORD_C_NAME
+    fields = [f[0] for f in record._fields_]
+    offsets = ", ".join(f"offsetof({c_name}, {f})" for f in fields)
+    formats = " ".join("%zu" for _ in fields)
+    source = tmp_path / "record.cpp"
+    source.write_text(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <cupti_activity.h>\n"
+        f'int main(void) {{ printf("{formats}\\n", {offsets}); return 0; }}\n'
+    )
+    binary = tmp_path / "record"
+    subprocess.run(
+        ["g++", "-x", "c++", f"-I{CUDA_INCLUDE}", str(source), "-o", str(binary)],
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout
+    assert [int(x) for x in out.split()] == [getattr(record, f).offset for f in fields]
+    assert _enum_value("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL") == cupti_activity.CONCURRENT_KERNEL
+
+
+def _enum_value(name: str) -> int:
+    text = (CUDA_INCLUDE / "cupti_activity.h").read_text()
+    return int(re.search(rf"\b{name}\s*=\s*(\d+)", text).group(1))
+
+
+def test_a_kernel_record_reads_as_ncu_names_its_launch_statistics() -> None:
+    record = cupti_activity._KernelRecord(
+        kind=cupti_activity.CONCURRENT_KERNEL, registersPerThread=40, start=7,
+        gridX=4, gridY=2, gridZ=1, blockX=128, blockY=1, blockZ=1,
+        staticSharedMemory=1024, dynamicSharedMemory=512, name=b"_Z6kernelPfi",
+    )  # fmt: skip
+    entry = cupti_activity.kernel_record(record, reserved_shared=1024)
+    assert entry == {
+        "name": "kernel(float*, int)",
+        "start": 7,
+        "launch__grid_size": 8.0,
+        "launch__block_size": 128.0,
+        "launch__registers_per_thread": 40.0,
+        "launch__shared_mem_per_block": 2560.0,
+        "launch__shared_mem_per_block_driver": 1024.0,
+    }
+    assert cupti_activity.demangle("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
+
+
+def test_kernel_records_without_a_driver_fail_as_a_cupti_error() -> None:
+    try:
+        library = load_cupti()
+    except CuptiError:
+        pytest.skip("no CUPTI library on this machine")
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("a CUDA driver is present: this checks the driverless failure")
+    except OSError:
+        pass
+    ran = []
+    with pytest.raises(CuptiError, match=r"cuptiActivityEnable failed: .*CUPTI error \d+"):
+        cupti_activity.KernelActivity(library).record(lambda: ran.append(1))
+    assert ran == []  # nothing runs unrecorded

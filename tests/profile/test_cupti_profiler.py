@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from autoprofiler.problem import Problem, load_problems
-from autoprofiler.profile import RecordedProfiler, import_recordings
+from autoprofiler.profile import RecordedProfiler, cupti_worker, import_recordings
 from autoprofiler.profile.base import ProfilerError
 from autoprofiler.profile.catalogue import get_group
 from autoprofiler.profile.cupti import (
@@ -25,6 +26,7 @@ from autoprofiler.profile.cupti import (
     cupti_metrics,
     known_refusals,
 )
+from autoprofiler.profile.ncu_report import DURATION
 from autoprofiler.store import Store
 from autoprofiler.tree import Node, ProfilingTree, run_tree
 from autoprofiler.tree.run import STOP_GRACE_S
@@ -205,3 +207,74 @@ def test_recordings_say_which_tool_made_them_and_replay_charges_its_start_up(
     assert cupti.startup_s == startups["cupti"] != startups["ncu"]
     assert ncu.group_costs[SOL.name].tool == ""
     assert ncu.startup_s == startups["ncu"]
+
+
+def test_the_next_problem_loads_into_the_standby_started_while_the_last_worked(
+    tmp_path: Path,
+) -> None:
+    profiler = _replaying(_answers(tmp_path))
+    profiler.collect(_example(RECORDED), [SOL])
+    standby = profiler._standby[0].process
+    assert standby.poll() is None  # started as soon as the first problem's worker was ready
+    profiler.release()
+    assert standby.poll() is None  # kept for the next problem
+    second = Problem(name="another", source="# answers replayed\n")
+    profile = profiler.collect(second, [SOL])
+    assert profiler._worker is not None and profiler._worker.process.pid == standby.pid
+    assert profile.startup_s > 0 and profile.value(DURATION) is not None
+    pids = [profiler._worker.process.pid, profiler._standby[0].process.pid]
+    profiler.close()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_without_standby_no_second_worker_is_started(tmp_path: Path) -> None:
+    worker = (sys.executable, str(REPLAY), "--answers", str(_answers(tmp_path)))
+    profiler = CuptiProfiler(options=CuptiOptions(worker=worker, standby=False))
+    profiler.collect(_example(RECORDED), [SOL])
+    assert profiler._standby == []
+    profiler.close()
+
+
+def _worker_run(stdin: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "autoprofiler.profile.cupti_worker"]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_a_standby_nobody_needs_ends_quietly_at_end_of_input() -> None:
+    done = _worker_run("")
+    assert done.returncode == 0 and done.stdout == ""
+
+
+def test_a_standby_asked_anything_but_a_problem_fails_in_one_line() -> None:
+    done = _worker_run(json.dumps({"op": "collect", "metrics": []}) + "\n")
+    answer = json.loads(done.stdout)
+    assert done.returncode == 2 and answer["event"] == "fail"
+    assert "must load a problem" in answer["error"] and "\n" not in answer["error"]
+
+
+def test_a_step_holds_the_kernels_seen_and_makes_room_when_ranges_were_dropped() -> None:
+    """The worker's choice of counter-data size (CUPTI's start costs about 1 ms per range it
+    makes room for), around the CUPTI calls that need a GPU."""
+    session = object.__new__(cupti_worker._Session)
+    session._launches = [{"name": "kernel"}] * 3
+    asked: list[int] = []
+
+    def collect(metrics: list[str], ranges: int) -> dict:
+        asked.append(ranges)
+        dropped = 2 if ranges < cupti_worker.DEFAULT_MAX_RANGES else 0
+        return {"metrics": metrics, "dropped": dropped, "replay_s": 1.0,
+                "timings": {"setup_s": 0.5}}  # fmt: skip
+
+    session._collect = collect
+    answer = session.collect(["gpu__time_duration.sum"])
+    assert asked == [3 + cupti_worker.RANGE_MARGIN, cupti_worker.DEFAULT_MAX_RANGES]
+    assert answer["dropped"] == 0 and answer["timings"]["dropped_first_s"] == 1.5
+    asked.clear()
+    assert session.collect(["gpu__time_duration.sum"], max_ranges=7)["dropped"] == 2
+    assert asked == [7]  # asked for: no second try
+    session._launches = []
+    asked.clear()
+    session.collect(["gpu__time_duration.sum"])
+    assert asked == [cupti_worker.DEFAULT_MAX_RANGES]  # no launch records: the default room
