@@ -32,6 +32,7 @@ from autoprofiler.cli.options import (
     ProfileDeviceOption,
     RecordingsOption,
     ReplayOption,
+    RetimeReferenceOption,
     RewriterOption,
     RtolOption,
     StoreOption,
@@ -98,6 +99,7 @@ def optimize_command(
     ] = Path(".autoprofiler/candidates"),
     store: StoreOption = DEFAULT_STORE,
     no_cache: NoCacheOption = False,
+    retime_reference: RetimeReferenceOption = False,
     as_json: JsonOption = False,
     output: OutputOption = None,
     count_flagged: CountFlaggedOption = False,
@@ -159,7 +161,10 @@ def optimize_command(
             candidate = chosen_rewriter.rewrite(problem, profile, context)
 
             def judged(source: str) -> EvalResult:
-                return evaluate(problem, source, config, store=db, use_cache=not no_cache)
+                return evaluate(
+                    problem, source, config, store=db, use_cache=not no_cache,
+                    retime_reference=retime_reference,
+                )  # fmt: skip
 
             if keep == "best":
                 return _kept_best(

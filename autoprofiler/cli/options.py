@@ -276,6 +276,14 @@ NoCacheOption = Annotated[
         "--no-cache", help="Compute again rather than reuse the results stored in the store."
     ),
 ]
+RetimeReferenceOption = Annotated[
+    bool,
+    typer.Option(
+        "--retime-reference",
+        help="Time each problem's reference again (once in this run) rather than reuse the "
+        "timing stored for it; the drift from the stored one is logged.",
+    ),
+]
 
 # Profiling.
 TreeOption = Annotated[

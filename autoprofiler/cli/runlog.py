@@ -30,7 +30,7 @@ _KIND = "autoprofiler run"
 # Options that change where results go or how they are shown, not what they are.
 _NOT_COMPARED = frozenset(
     {"resume", "as_json", "output", "store", "no_cache", "count_flagged", "candidates_dir"}
-    | {"executor", "workers", "ray_address"}
+    | {"executor", "workers", "ray_address", "retime_reference"}
 )
 
 ResumeOption = Annotated[

@@ -345,6 +345,7 @@ class ReferenceProcess:
         self._buffer = b""
         self._lock = threading.Lock()  # one request at a time, whichever thread asks
         self.records: dict[tuple[str, str], dict] = {}  # (problem, kind) -> a "time" reply
+        self.timed_here: set[tuple[str, str]] = set()  # those this process timed, not a store
         job = {"config": config.to_dict()}
         hello = self._exchange(job, START_TIMEOUT_S)
         self.device = hello["device"]
@@ -411,8 +412,16 @@ class ProblemReference:
         """This process's timing of ``kind`` for the problem, if it made one."""
         return self.process.records.get((self._hash, kind))
 
-    def keep(self, kind: str, record: dict) -> None:
+    def keep(self, kind: str, record: dict, timed_here: bool = False) -> None:
+        """Keep ``record`` as this process's timing of ``kind`` (``timed_here``: it timed it
+        in this run, not read from a store)."""
         self.process.records[(self._hash, kind)] = record
+        if timed_here:
+            self.process.timed_here.add((self._hash, kind))
+
+    def timed_here(self, kind: str) -> bool:
+        """Whether this process timed ``kind`` for the problem itself."""
+        return (self._hash, kind) in self.process.timed_here
 
     def time(self, kind: str, seed: int, loop: dict, timeout_s: float) -> dict:
         """The reply of a ``time`` request (``record`` and ``settings``)."""

@@ -319,3 +319,29 @@ def test_the_timed_program_never_saw_the_second_shape(tmp_path):
     first_other = batches.index(8)
     assert batches[first_other:] == [8]  # the other shape once, and nothing timed after it
     assert batches[:first_other].count(16) >= FAST.min_timing_trials
+
+
+def test_a_stored_reference_timing_is_reused_and_retimed_once_a_run_on_request(
+    scale_problem, tmp_path, caplog
+):
+    from autoprofiler.evaluate.runner import REFERENCES
+
+    again = CORRECT + "# the same kernel, another candidate\n"
+    once_more = CORRECT + "# and a third\n"
+    with Store(tmp_path / "s.sqlite") as store:
+        first = evaluate(scale_problem, CORRECT, FAST, store=store)
+        REFERENCES.close()  # a new run: no warm reference process remembers its timing
+        reused = evaluate(scale_problem, again, FAST, store=store)
+        assert reused.reference.median_ms == first.reference.median_ms
+        REFERENCES.close()
+        with caplog.at_level("WARNING", logger="autoprofiler.evaluate.runner"):
+            retimed = evaluate(scale_problem, once_more, FAST, store=store, retime_reference=True)
+            later = evaluate(
+                scale_problem, reference_as_candidate(scale_problem), FAST, store=store,
+                retime_reference=True,
+            )  # fmt: skip
+        drifts = [r for r in caplog.records if "re-timed" in r.getMessage()]
+        assert len(drifts) == 1  # once in this run, not for every candidate
+        assert retimed.reference.median_ms != first.reference.median_ms
+        assert later.reference.median_ms == retimed.reference.median_ms
+        assert store.count("baselines") == 1  # the stored timing is replaced, not added to
