@@ -165,8 +165,9 @@ def _update_cupti(recordings: list[str], device: str | None) -> int:
         measured = costs(store, device)
     table = json.loads((DATA / COSTS_FILE).read_text())
     table["cupti_groups"] = measured.get("cupti_groups", {})
-    if "cupti" in measured["startup_s"]:
-        table["startup_s"]["cupti"] = measured["startup_s"]["cupti"]
+    for tool in ("cupti", "cupti_cold"):
+        if tool in measured["startup_s"]:
+            table["startup_s"][tool] = measured["startup_s"][tool]
     (DATA / COSTS_FILE).write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     log.info("wrote %s: CUPTI costs of %d groups", DATA / COSTS_FILE, len(table["cupti_groups"]))
     return 0

@@ -49,7 +49,7 @@ from autoprofiler.profile import RecordedProfiler, export_recordings, import_rec
 from autoprofiler.profile.base import BatchResult, Profile, ProfilerError
 from autoprofiler.profile.catalogue import get_group
 from autoprofiler.profile.composite import CompositeProfiler
-from autoprofiler.profile.cupti import CuptiOptions, CuptiProfiler
+from autoprofiler.profile.cupti import COLD_TOOL, TOOL, CuptiOptions, CuptiProfiler
 from autoprofiler.profile.ncu import NcuProfiler
 from autoprofiler.profile.recording import add_startup
 from autoprofiler.profile.static import StaticProfiler
@@ -75,7 +75,7 @@ KEY_MWA = (
     "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__throughput.avg.pct_of_peak_sustained_active",
 )
-WORKER_FIELDS = ("build_s", "setup_s", "launches_s", "launch_records", "launched")
+WORKER_FIELDS = ("build_s", "setup_s", "launches_s", "launch_records", "launched", "standby")
 KEY_LAUNCH = (
     "launch__grid_size",
     "launch__block_size",
@@ -348,13 +348,22 @@ def table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _startup_tool(row: dict, first: bool) -> str:
+    """``cupti`` for a worker loaded from a standby, ``cupti_cold`` for one started with nothing
+    imported (rows from before the ``standby`` flag: the file's first tree is the cold one)."""
+    standby = (row.get("worker") or {}).get("standby")
+    cold = first if standby is None else not standby
+    return COLD_TOOL if cold else TOOL
+
+
 def _has(row: dict, phase: str) -> bool:
     return row["phase"] == phase and bool(row.get("profile"))
 
 
 def export_cupti_recordings(rows: list[dict], problems: dict[str, Problem], path: Path) -> int:
     """The CUPTI profiles of the rows as recordings (one record per group, the worker's
-    start-up as a ``cupti`` start-up sample), replayable like ncu's."""
+    start-up as a ``cupti`` or ``cupti_cold`` start-up sample), replayable like ncu's."""
+    first = True
     with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "rec.sqlite") as store:
         for row in rows:
             if row["phase"] != "cupti" or "profile" not in row or row["problem"] not in problems:
@@ -367,7 +376,8 @@ def export_cupti_recordings(rows: list[dict], problems: dict[str, Problem], path
                     part.device = "H200"
                     store.put_profile_record(problem.content_hash, "H200", name, part.to_dict())
             if row.get("tree"):
-                add_startup(store, "H200", "cupti", row["tree"]["startup_s"])
+                add_startup(store, "H200", _startup_tool(row, first), row["tree"]["startup_s"])
+                first = False
         return export_recordings(store, path)
 
 

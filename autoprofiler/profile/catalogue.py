@@ -42,7 +42,7 @@ SECTION_METRICS_FILE = "ncu_section_metrics.json"
 ALWAYS_KEY = "_always"
 
 # Rough start-up per invocation (H200 notes: the ncu runner process 4.2-5.8 s, plus ncu's own).
-STARTUP_S = {"ncu": 5.5, "cupti": 5.0, "torch": 0.5, "static": 0.0}
+STARTUP_S = {"ncu": 5.5, "cupti": 1.0, "cupti_cold": 6.0, "torch": 0.5, "static": 0.0}
 
 
 class UnknownGroupError(ValueError):

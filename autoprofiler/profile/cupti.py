@@ -72,6 +72,7 @@ log = logging.getLogger(__name__)
 WORKER_MODULE = "autoprofiler.profile.cupti_worker"
 NCU_COMPUTED_PREFIX = "derived_"  # ncu evaluates these from other metrics; CUPTI has none
 TOOL = "cupti"
+COLD_TOOL = "cupti_cold"  # the catalogue's start-up of a worker with nothing imported yet
 REFUSED_FILE = "cupti_refused.json"
 NCU_UNITS = {"percent": "%", "nanosecond": "nsecond"}  # CUPTI's unit names as ncu writes them
 LAUNCH_UNITS = {
@@ -254,7 +255,9 @@ class CuptiProfiler(Profiler):
         return driver_present()
 
     def estimated_startup_s(self) -> float:
-        return startup_s(TOOL)
+        """A worker loaded from a ready standby (imports done), else one started cold."""
+        warm = any(worker.alive for worker in self._standby)
+        return startup_s(TOOL if warm else COLD_TOOL)
 
     def estimate_cost_s(self, problem: Problem, groups: Sequence[MetricGroup]) -> float:
         if not groups:
@@ -371,7 +374,8 @@ class CuptiProfiler(Profiler):
         self.release()
         start = time.monotonic()
         worker = self._standby.pop() if self._standby else None
-        if worker is None or not worker.alive:
+        from_standby = worker is not None and worker.alive
+        if not from_standby:
             if worker is not None:
                 worker.stop()
             log.info("starting the CUPTI worker for %s", problem.name)
@@ -381,7 +385,8 @@ class CuptiProfiler(Profiler):
         except BaseException:
             worker.stop()
             raise
-        self._worker, self.last_ready = worker, dict(worker.ready)
+        self._worker = worker
+        self.last_ready = {**worker.ready, "standby": from_standby}
         if self.options.standby:
             self._standby.append(_Worker(self.options))
         self.device = device_key(str(worker.ready.get("device", ""))) or self.device

@@ -57,3 +57,11 @@ def test_the_budget_table_says_whether_each_tree_held_its_budget() -> None:
     assert lines[3].endswith("| NO | - | ncu.MemoryWorkloadAnalysis |")
     assert "ProfilerError: boom" in lines[4]
     assert cupti_agreement._budget_table([]) == []
+
+
+def test_a_start_up_is_filed_cold_unless_the_worker_came_from_a_standby() -> None:
+    tool = cupti_agreement._startup_tool
+    assert tool({"worker": {"standby": True}}, first=True) == "cupti"
+    assert tool({"worker": {"standby": False}}, first=False) == "cupti_cold"
+    assert tool({"worker": {}}, first=True) == "cupti_cold"  # rows from before the flag
+    assert tool({}, first=False) == "cupti"

@@ -19,7 +19,7 @@ import torch
 from autoprofiler.problem import Problem, load_problems
 from autoprofiler.profile import RecordedProfiler, cupti_worker, import_recordings
 from autoprofiler.profile.base import ProfilerError
-from autoprofiler.profile.catalogue import get_group
+from autoprofiler.profile.catalogue import get_group, startup_s
 from autoprofiler.profile.cupti import (
     CuptiOptions,
     CuptiProfiler,
@@ -278,3 +278,15 @@ def test_a_step_holds_the_kernels_seen_and_makes_room_when_ranges_were_dropped()
     asked.clear()
     session.collect(["gpu__time_duration.sum"])
     assert asked == [cupti_worker.DEFAULT_MAX_RANGES]  # no launch records: the default room
+
+
+def test_a_first_worker_is_estimated_cold_and_one_from_the_standby_warm(tmp_path: Path) -> None:
+    profiler = _replaying(_answers(tmp_path))
+    assert profiler.estimated_startup_s() == startup_s("cupti_cold")
+    profiler.collect(_example(RECORDED), [SOL])
+    assert profiler.last_ready["standby"] is False
+    profiler.release()
+    assert profiler.estimated_startup_s() == startup_s("cupti") < startup_s("cupti_cold")
+    profiler.collect(Problem(name="another", source="# answers replayed\n"), [SOL])
+    assert profiler.last_ready["standby"] is True
+    profiler.close()
