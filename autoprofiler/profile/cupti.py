@@ -7,8 +7,8 @@ of one forward, auto range and kernel replay), not a new ncu start-up. The worke
 the next step on the same problem and is stopped by ``release`` (``run_tree`` calls it when the
 walk ends) or when another problem comes. While one problem's worker works, the next one waits
 as a standby with Python and PyTorch imported (``CuptiOptions.standby``), so a problem after
-the first pays only for its CUDA context, its build and one forward under torch.profiler;
-``close`` (or the profiler's end) stops it.
+the first pays only for its CUDA context, its build and one forward whose kernels CUPTI's
+activity API records (names, launch statistics); ``close`` (or the profiler's end) stops it.
 
 What a group asks for: the metrics ncu's sections of it report (``ncu_section_metrics.json``),
 with ncu's names, less those ncu computes itself (``derived_*``). Which of them this chip's
@@ -17,7 +17,7 @@ SASS instruction counts and NVLink bytes), else asked of the worker once per gro
 collects the rest of such a group and the profile's notes name what it lacks; with
 ``CuptiOptions.complete`` the group is collected by the ``fallback`` profiler (ncu) instead.
 Launch statistics (grid, block, registers, shared memory per kernel) come from the kernels'
-launch records; ncu's occupancy calculator figures (``launch__occupancy_limit_*``,
+activity records; ncu's occupancy calculator figures (``launch__occupancy_limit_*``,
 ``sm__maximum_warps_per_active_cycle_pct``) have no CUPTI counterpart and are absent. Each
 group's ``GroupCost.tool`` says which tool collected it. Per-kernel values are aggregated as
 the ncu path does (``ncu_report.aggregate``), so the same kind of ``Profile`` comes out.

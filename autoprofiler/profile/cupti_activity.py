@@ -39,6 +39,7 @@ from autoprofiler.profile.cupti_api import CuptiError
 CONCURRENT_KERNEL = 10  # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, cupti_activity.h
 FLUSH_FORCED = 1  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
 BUFFER_BYTES = 1 << 20
+_REGISTERED: list[KernelActivity] = []
 
 
 class _KernelRecord(Structure):
@@ -132,10 +133,10 @@ class KernelActivity:
         library.cuptiGetResultString.argtypes = [c_int, POINTER(c_char_p)]
         for name in ("cuptiActivityEnable", "cuptiActivityDisable", "cuptiActivityFlushAll"):
             getattr(library, name).argtypes = [c_uint32]
-        # kept as attributes: CUPTI calls them for as long as the process lives
         self._on_request = _REQUESTED(self._request)
         self._on_complete = _COMPLETED(self._complete)
         self._call("cuptiActivityRegisterCallbacks", self._on_request, self._on_complete)
+        _REGISTERED.append(self)  # CUPTI may call back until the process ends: never freed
 
     def _call(self, name: str, *args: Any) -> None:
         code = getattr(self.library, name)(*args)

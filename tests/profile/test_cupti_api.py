@@ -162,6 +162,8 @@ def test_kernel_records_without_a_driver_fail_as_a_cupti_error() -> None:
     except OSError:
         pass
     ran = []
+    activity = cupti_activity.KernelActivity(library)
     with pytest.raises(CuptiError, match=r"cuptiActivityEnable failed: .*CUPTI error \d+"):
-        cupti_activity.KernelActivity(library).record(lambda: ran.append(1))
+        activity.record(lambda: ran.append(1))
     assert ran == []  # nothing runs unrecorded
+    assert activity in cupti_activity._REGISTERED  # its callbacks outlive it: CUPTI holds them
