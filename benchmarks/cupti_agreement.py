@@ -142,10 +142,10 @@ def _budget_phase(args: argparse.Namespace, problems: list[Problem], cupti: _Hel
                   deadline: float) -> None:  # fmt: skip
     """The expert tree under each budget: it must spend at most the budget plus the grace."""
     profiler = CompositeProfiler({"static": StaticProfiler("H200"), "ncu": cupti})
+    rows = read_jsonl(args.rows) if problems else []
+    done = {(r["problem"], r["budget_s"]) for r in rows if r["phase"] == "budget"}
     for problem in problems:
         for budget in args.budgets:
-            done = {(r["problem"], r["budget_s"]) for r in read_jsonl(args.rows)
-                    if r["phase"] == "budget"}  # fmt: skip
             if (problem.key, budget) in done or time.monotonic() > deadline:
                 continue
             start = time.perf_counter()

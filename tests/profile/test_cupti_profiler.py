@@ -264,13 +264,13 @@ def test_a_step_holds_the_kernels_seen_and_makes_room_when_ranges_were_dropped()
     def collect(metrics: list[str], ranges: int) -> dict:
         asked.append(ranges)
         dropped = 2 if ranges < cupti_worker.DEFAULT_MAX_RANGES else 0
-        return {"metrics": metrics, "dropped": dropped, "replay_s": 1.0,
-                "timings": {"setup_s": 0.5}}  # fmt: skip
+        return {"metrics": metrics, "dropped": dropped, "replay_s": 1.0, "evaluate_s": 0.25,
+                "timings": {"setup_s": 0.5, "forward_s": 1.0}}  # fmt: skip
 
     session._collect = collect
     answer = session.collect(["gpu__time_duration.sum"])
     assert asked == [3 + cupti_worker.RANGE_MARGIN, cupti_worker.DEFAULT_MAX_RANGES]
-    assert answer["dropped"] == 0 and answer["timings"]["dropped_first_s"] == 1.5
+    assert answer["dropped"] == 0 and answer["timings"]["dropped_first_s"] == 1.75
     asked.clear()
     assert session.collect(["gpu__time_duration.sum"], max_ranges=7)["dropped"] == 2
     assert asked == [7]  # asked for: no second try
