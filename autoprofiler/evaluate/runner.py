@@ -293,7 +293,7 @@ def reference_timings(
             known = fresh
         if store is not None and (stored is None or known is not stored):
             store.put_baseline(key, problem.content_hash, reference.device, kind, known)
-        reference.keep(kind, known, timed_here=timed_now or reference.timed_here(kind))
+        reference.keep(kind, known, timed_here=timed_now)
         timings[kind] = known
     return timings
 

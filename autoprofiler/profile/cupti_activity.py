@@ -15,6 +15,7 @@ against CUDA's headers by the tests. Names are demangled with the C++ runtime's
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 from ctypes import (
     CFUNCTYPE,
@@ -34,7 +35,7 @@ from ctypes import (
 )
 from typing import Any
 
-from autoprofiler.profile.cupti_api import CuptiError
+from autoprofiler.profile.cupti_api import Cupti
 
 CONCURRENT_KERNEL = 10  # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, cupti_activity.h
 FLUSH_FORCED = 1  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
@@ -81,16 +82,26 @@ _REQUESTED = CFUNCTYPE(None, POINTER(POINTER(c_uint8)), POINTER(c_size_t), POINT
 _COMPLETED = CFUNCTYPE(None, c_void_p, c_uint32, POINTER(c_uint8), c_size_t, c_size_t)
 
 
-def demangle(name: str) -> str:
-    """``name`` demangled by the C++ runtime (unchanged when it is not a mangled C++ name)."""
+@functools.cache
+def _demangler() -> tuple[Any, Any] | None:
+    """The C++ runtime's ``__cxa_demangle`` and libc's ``free``, or None without them."""
     try:
         runtime = ctypes.CDLL("libstdc++.so.6")
         libc = ctypes.CDLL(None)
     except OSError:
-        return name
+        return None
     cxa = runtime.__cxa_demangle
     cxa.restype = c_void_p
     cxa.argtypes = [c_char_p, c_void_p, c_void_p, POINTER(c_int)]
+    return cxa, libc.free
+
+
+def demangle(name: str) -> str:
+    """``name`` demangled by the C++ runtime (unchanged when it is not a mangled C++ name)."""
+    found = _demangler()
+    if found is None:
+        return name
+    cxa, free = found
     status = c_int()
     text = cxa(name.encode(), None, None, byref(status))
     if status.value != 0 or not text:
@@ -98,7 +109,7 @@ def demangle(name: str) -> str:
     try:
         return (ctypes.string_at(text) or b"").decode(errors="replace") or name
     finally:
-        libc.free(c_void_p(text))
+        free(c_void_p(text))
 
 
 def kernel_record(record: _KernelRecord, reserved_shared: int = 0) -> dict[str, Any]:
@@ -119,8 +130,9 @@ def kernel_record(record: _KernelRecord, reserved_shared: int = 0) -> dict[str, 
 class KernelActivity:
     """CUPTI's kernel activity records for what ``run`` launches (one call at a time)."""
 
-    def __init__(self, library: ctypes.CDLL, reserved_shared: int = 0) -> None:
-        self.library = library
+    def __init__(self, cupti: Cupti, reserved_shared: int = 0) -> None:
+        self.cupti = cupti
+        self.library = library = cupti.library
         self.reserved_shared = reserved_shared
         self._records: list[dict[str, Any]] = []
         self._buffers: dict[int, ctypes.Array] = {}
@@ -130,7 +142,6 @@ class KernelActivity:
             c_size_t,
             POINTER(c_void_p),
         ]
-        library.cuptiGetResultString.argtypes = [c_int, POINTER(c_char_p)]
         for name in ("cuptiActivityEnable", "cuptiActivityDisable", "cuptiActivityFlushAll"):
             getattr(library, name).argtypes = [c_uint32]
         self._on_request = _REQUESTED(self._request)
@@ -141,10 +152,7 @@ class KernelActivity:
     def _call(self, name: str, *args: Any) -> None:
         code = getattr(self.library, name)(*args)
         if code != 0:
-            text = c_char_p()
-            self.library.cuptiGetResultString(code, byref(text))
-            message = (text.value or b"").decode(errors="replace") or f"error {code}"
-            raise CuptiError(f"{name} failed: {message} (CUPTI error {code})", code)
+            raise self.cupti.error(name, code)
 
     def _request(self, buffer: Any, size: Any, max_records: Any) -> None:
         block = (c_uint64 * (BUFFER_BYTES // 8))()  # 8-byte aligned, as CUPTI requires

@@ -127,7 +127,7 @@ class _Session:
                 self.model(*self.inputs)
             torch.cuda.synchronize()
 
-        records = KernelActivity(self.cupti.library, reserved).record(forward)
+        records = KernelActivity(self.cupti, reserved).record(forward)
         if not records:
             raise RuntimeError("CUPTI recorded no kernel of the forward")
         return records

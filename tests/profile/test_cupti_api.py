@@ -162,7 +162,7 @@ def test_kernel_records_without_a_driver_fail_as_a_cupti_error() -> None:
     except OSError:
         pass
     ran = []
-    activity = cupti_activity.KernelActivity(library)
+    activity = cupti_activity.KernelActivity(cupti_api.Cupti(library))
     with pytest.raises(CuptiError, match=r"cuptiActivityEnable failed: .*CUPTI error \d+"):
         activity.record(lambda: ran.append(1))
     assert ran == []  # nothing runs unrecorded
