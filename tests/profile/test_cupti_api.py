@@ -73,7 +73,8 @@ def test_a_missing_library_is_one_line_naming_the_variable(tmp_path: Path) -> No
         assert hasattr(library, "cuptiRangeProfilerEnable")
 
 
-def test_cupti_without_a_driver_fails_as_a_cupti_error() -> None:
+def _driverless_cupti() -> ctypes.CDLL:
+    """This machine's CUPTI library, where no CUDA driver is (else the test is skipped)."""
     try:
         library = load_cupti()
     except CuptiError:
@@ -83,6 +84,11 @@ def test_cupti_without_a_driver_fails_as_a_cupti_error() -> None:
         pytest.skip("a CUDA driver is present: this checks the driverless failure")
     except OSError:
         pass
+    return library
+
+
+def test_cupti_without_a_driver_fails_as_a_cupti_error() -> None:
+    library = _driverless_cupti()
     with pytest.raises(CuptiError, match=r"cuptiProfilerInitialize failed: .*CUPTI error \d+"):
         cupti_api.Cupti(library).initialize()
     with pytest.raises(CuptiError, match=r"libcuda\.so\.1"):
@@ -152,15 +158,7 @@ def test_a_kernel_record_reads_as_ncu_names_its_launch_statistics() -> None:
 
 
 def test_kernel_records_without_a_driver_fail_as_a_cupti_error() -> None:
-    try:
-        library = load_cupti()
-    except CuptiError:
-        pytest.skip("no CUPTI library on this machine")
-    try:
-        ctypes.CDLL("libcuda.so.1")
-        pytest.skip("a CUDA driver is present: this checks the driverless failure")
-    except OSError:
-        pass
+    library = _driverless_cupti()
     ran = []
     activity = cupti_activity.KernelActivity(cupti_api.Cupti(library))
     with pytest.raises(CuptiError, match=r"cuptiActivityEnable failed: .*CUPTI error \d+"):
