@@ -343,14 +343,17 @@ def judge(new: TreeScore, old: TreeScore, objective: Objective) -> Verdict:
     """Accept ``new`` over ``old`` (both scored under the same budget) or say why not.
 
     Better by more than the margin: accepted. Within the margin: accepted only when cheaper
-    (lower mean profiling cost per problem). Otherwise rejected.
+    (lower mean profiling cost per problem). Otherwise rejected. The margin is a ratio (scores
+    are non-negative): within it means between ``old / (1 + margin)`` and
+    ``old * (1 + margin)``, so however wide the noise, a tree far enough below is still worse.
     """
     margin = noise_margin(new, old, objective.noise_floor)
-    band = abs(old.value) * margin + _EPSILON
+    upper = old.value * (1 + margin) + _EPSILON
+    lower = old.value / (1 + margin) - _EPSILON
     shown = f"{new.value:.4g} vs {old.value:.4g}, margin {margin:.1%}"
-    if new.value > old.value + band:
+    if new.value > upper:
         return Verdict(True, f"better: {shown}", margin)
-    if new.value >= old.value - band:
+    if new.value >= lower:
         if new.mean_cost_s < old.mean_cost_s - _EPSILON:
             cost = f"{new.mean_cost_s:.3g} s vs {old.mean_cost_s:.3g} s per problem"
             return Verdict(True, f"tie within noise ({shown}), cheaper: {cost}", margin)

@@ -105,6 +105,20 @@ def test_judge_accepts_better_rejects_worse_and_breaks_ties_by_cost() -> None:
     assert not verdict.accepted and verdict.reason.startswith("worse")
 
 
+def test_a_wide_margin_is_a_ratio_so_a_far_worse_tree_is_never_a_cheaper_tie() -> None:
+    objective = Objective()
+    base = objective.score([outcome("a", 1.0, cost_s=2.0, spread=3.0)])
+    worse = objective.score([outcome("a", 1 / 12, cost_s=0.0, spread=3.0)])
+    within = objective.score([outcome("a", 0.6, cost_s=0.0, spread=3.0)])
+    verdict = judge(worse, base, objective)
+    assert verdict.margin > 1.0  # a linear band of this width would hold every lower score
+    assert not verdict.accepted and verdict.reason.startswith("worse")
+    verdict = judge(within, base, objective)
+    assert verdict.accepted and "cheaper" in verdict.reason
+    higher = objective.score([outcome("a", 1.0 * (1 + verdict.margin) * 1.01, spread=3.0)])
+    assert judge(higher, base, objective).reason.startswith("better")
+
+
 def test_a_cost_weight_discounts_the_objective_by_the_profiling_seconds() -> None:
     cheap = [outcome("a", 2.0, cost_s=0.0), outcome("b", 2.0, cost_s=0.0)]
     dear = [outcome("a", 2.4, cost_s=20.0), outcome("b", 2.4, cost_s=20.0)]
