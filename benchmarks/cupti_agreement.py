@@ -12,9 +12,11 @@ On the GPU (``collect``, resumable, rows appended as they fall):
   Occupancy + LaunchStats and MemoryWorkloadAnalysis the tree did not collect, one step each
   (each step's wall time, replay seconds and passes, and the profile). One ``CuptiProfiler``
   serves every problem, as in a run of ``autoprofiler``: the first pays for the worker's
-  imports, the others load into the standby started meanwhile;
-- ``budget``: the expert tree again on ``--budget-problems`` of them under each of
-  ``--budgets`` (seconds): what it spent, what it cut or skipped;
+  imports, the others load into the standby started meanwhile. Once per ``--replay``
+  (``kernel`` or ``user``, ``MODE:N`` for the first N problems only), in the order given;
+- ``budget``: the expert tree again on ``--budget-problems`` of them (or those named by
+  ``--budget-keys``) under each of ``--budgets`` (seconds), with ``--budget-replay``: what it
+  spent, what it cut or skipped;
 - ``ncu``: one ncu run over all of them with SpeedOfLight, Occupancy and LaunchStats (its
   start-up, each problem's in-range seconds and profile), then ncu alone for ``--steps`` of
   them with SpeedOfLight (a tree step of ncu, start-up included);
@@ -50,6 +52,7 @@ from autoprofiler.profile.base import BatchResult, Profile, ProfilerError
 from autoprofiler.profile.catalogue import get_group
 from autoprofiler.profile.composite import CompositeProfiler
 from autoprofiler.profile.cupti import COLD_TOOL, TOOL, CuptiOptions, CuptiProfiler
+from autoprofiler.profile.cupti_api import REPLAY_MODES
 from autoprofiler.profile.ncu import NcuProfiler
 from autoprofiler.profile.recording import add_startup
 from autoprofiler.profile.static import StaticProfiler
@@ -118,24 +121,43 @@ def _done(rows: list[dict], phase: str) -> set[str]:
     return {r["problem"] for r in rows if r["phase"] == phase}
 
 
+def replay_of(row: dict) -> str:
+    """The CUPTI replay a row was collected with (rows from before the choice: kernel)."""
+    return str(row.get("replay", "kernel"))
+
+
+def replay_plan(specs: list[str], count: int) -> list[tuple[str, int]]:
+    """``--replay`` as (mode, problems): ``user`` is every problem, ``kernel:8`` the first 8."""
+    plan = []
+    for spec in specs:
+        mode, _, limit = spec.partition(":")
+        if mode not in REPLAY_MODES or (limit and not limit.isdigit()):
+            raise SystemExit(f"--replay {spec!r}: expected kernel or user, optionally :N")
+        plan.append((mode, int(limit) if limit else count))
+    return plan
+
+
 def _cupti_phase(args: argparse.Namespace, problems: list[Problem], rows: list[dict],
                  cupti: _HeldWorker, until: float) -> None:  # fmt: skip
+    replay = cupti.options.replay
+    done = {r["problem"] for r in rows if r["phase"] == "cupti" and replay_of(r) == replay}
     for problem in problems:
-        if problem.key in _done(rows, "cupti"):
+        if problem.key in done:
             continue
         if time.monotonic() > until:
             log.info("CUPTI's share of the deadline is spent: stopping before %s", problem.key)
             return
         try:
-            row = {"phase": "cupti", "problem": problem.key,
+            row = {"phase": "cupti", "problem": problem.key, "replay": replay,
                    **collect_cupti(problem, cupti, args.quick)}  # fmt: skip
         except Exception as exc:  # a problem's failure is a row; the study goes on
             cupti.really_release()
             error = f"{type(exc).__name__}: {exc}"
-            row = {"phase": "cupti", "problem": problem.key, "error": error}
+            row = {"phase": "cupti", "problem": problem.key, "replay": replay, "error": error}
         append_jsonl(args.rows, row)
         tree = row.get("tree") or {}
-        log.info("%s: cupti %s", problem.key, row.get("error") or f"tree {tree.get('cost_s')} s")
+        outcome = row.get("error") or f"tree {tree.get('cost_s')} s"
+        log.info("%s: cupti (%s replay) %s", problem.key, replay, outcome)
 
 
 def _budget_phase(args: argparse.Namespace, problems: list[Problem], cupti: _HeldWorker,
@@ -159,6 +181,7 @@ def _budget_phase(args: argparse.Namespace, problems: list[Problem], cupti: _Hel
             finally:
                 cupti.really_release()
             row |= {"phase": "budget", "problem": problem.key, "budget_s": budget,
+                    "replay": cupti.options.replay,
                     "wall_s": time.perf_counter() - start}  # fmt: skip
             append_jsonl(args.rows, row)
             log.info("budget %s %.1f s: %s", problem.key, budget, row)
@@ -220,13 +243,24 @@ def collect(args: argparse.Namespace) -> int:
     rows = read_jsonl(args.rows)
     ncu = NcuProfiler()
     transcript = args.rows.with_name("answers.jsonl")
-    cupti = _HeldWorker(fallback=ncu, options=CuptiOptions(transcript=transcript))
+    until = time.monotonic() + args.deadline_s * args.cupti_share
+    profilers: dict[str, _HeldWorker] = {}  # by replay: the budget phase takes its warm one
+
+    def profiler(replay: str) -> _HeldWorker:
+        if replay not in profilers:
+            options = CuptiOptions(transcript=transcript, replay=replay)
+            profilers[replay] = _HeldWorker(fallback=ncu, options=options)
+        return profilers[replay]
+
     try:
-        until = time.monotonic() + args.deadline_s * args.cupti_share
-        _cupti_phase(args, problems, rows, cupti, until)
-        _budget_phase(args, problems[: args.budget_problems], cupti, deadline)
+        for replay, count in replay_plan(args.replay, len(problems)):
+            _cupti_phase(args, problems[:count], rows, profiler(replay), until)
+        keys = args.budget_keys or [p.key for p in problems[: args.budget_problems]]
+        chosen = [p for p in problems if p.key in keys]
+        _budget_phase(args, chosen, profiler(args.budget_replay), deadline)
     finally:
-        cupti.close()
+        for cupti in profilers.values():
+            cupti.close()
     todo = [p for p in problems if p.key not in _done(rows, "ncu")]
     if todo and time.monotonic() < deadline:
         try:
@@ -315,22 +349,50 @@ def _agreement_table(rows: list[tuple], title: str) -> list[str]:
 
 def table(args: argparse.Namespace) -> int:
     rows = read_jsonl(args.rows)
-    compared = [row for path in args.earlier_rows for row in read_jsonl(path)] + rows
-    cupti = {r["problem"]: r["profile"] for r in compared if _has(r, "cupti")}
-    live = {r["problem"]: r["profile"] for r in compared if _has(r, "ncu")}
+    earlier = [row for path in args.earlier_rows for row in read_jsonl(path)]
+    live = {r["problem"]: r["profile"] for r in earlier + rows if _has(r, "ncu")}
+    replays = list(dict.fromkeys(replay_of(r) for r in rows if _has(r, "cupti")))
+    by_replay = {
+        replay: {
+            r["problem"]: r["profile"]
+            for r in earlier + rows
+            if _has(r, "cupti") and replay_of(r) == replay
+        }
+        for replay in replays
+    }
+    keys = {key for cupti in by_replay.values() for key in cupti}
     with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "rec.sqlite") as store:
         recorded = _recorded(args.recordings, store)
         found = (store.get_problem(h) for h in {r[0] for r in store.iter_profile_records()})
-        problems = {p.key: p for p in found if p is not None and p.key in cupti}
+        problems = {p.key: p for p in found if p is not None and p.key in keys}
         mwa = {
             key: recorded.records(p.content_hash)["ncu.MemoryWorkloadAnalysis"].to_dict()
             for key, p in problems.items()
         }
+    lines = []
+    for replay, cupti in by_replay.items():
+        mine = [r for r in rows if r["phase"] != "cupti" or replay_of(r) == replay]
+        lines += [f"#### CUPTI with {replay} replay", ""]
+        lines += _agreement_lines(cupti, live, mwa)
+        lines += ["", *_costs_table(mine), ""]
+    lines += _budget_table(rows)
+    replace_block(args.markdown, "profiling_costs", "\n".join(lines).rstrip())
+    if args.export_recordings:
+        chosen = [r for r in rows if replay_of(r) == args.export_replay]
+        count = export_cupti_recordings(chosen, problems, args.export_recordings)
+        log.info("%d CUPTI records written to %s", count, args.export_recordings)
+    return 0
+
+
+def _agreement_lines(cupti: dict[str, dict], live: dict[str, dict], mwa: dict[str, dict]) -> list:
+    """CUPTI's profiles against the live ncu run (SpeedOfLight, Occupancy, LaunchStats) and
+    against the recorded ncu profiles (MemoryWorkloadAnalysis)."""
     shared = [m for m in next(iter(live.values()), {}).get("metrics", {}) if m in
               next(iter(cupti.values()), {}).get("metrics", {})]  # fmt: skip
     pct = [m for m in shared if "pct" in m]
     others = [m for m in shared if "pct" not in m]
-    lines = [f"Problems: {len(cupti)} (CUPTI), {len(live)} (live ncu)", ""]
+    both = len(set(cupti) & set(live))
+    lines = [f"Problems: {len(cupti)} (CUPTI), {len(live)} (live ncu), {both} in both", ""]
     lines += _summary(agreement(cupti, live, pct), "throughput percentages")
     lines += _summary(agreement(cupti, live, others), "other metrics")
     lines += ["", *_by_group(cupti, live, shared)]
@@ -339,13 +401,9 @@ def table(args: argparse.Namespace) -> int:
               "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
               "sm__warps_active.avg.pct_of_peak_sustained_active", "gpu__time_duration.sum"]),
               "metric (live ncu)")]  # fmt: skip
-    lines += ["", *_agreement_table(agreement(cupti, mwa, list(KEY_MWA)), "metric (recorded ncu)")]
-    lines += ["", *_costs_table(rows), "", *_budget_table(rows)]
-    replace_block(args.markdown, "profiling_costs", "\n".join(lines))
-    if args.export_recordings:
-        count = export_cupti_recordings(rows, problems, args.export_recordings)
-        log.info("%d CUPTI records written to %s", count, args.export_recordings)
-    return 0
+    mine = {k: v for k, v in mwa.items() if k in cupti}
+    return [*lines, "", *_agreement_table(agreement(cupti, mine, list(KEY_MWA)),
+                                         "metric (recorded ncu)")]  # fmt: skip
 
 
 def _startup_tool(row: dict, first: bool) -> str:
@@ -488,6 +546,17 @@ def main(argv: list[str] | None = None) -> int:
         help="budgets (s) the expert tree runs under, on --budget-problems",
     )
     parser.add_argument("--budget-problems", type=int, default=3)
+    parser.add_argument("--budget-keys", nargs="*", default=[],
+                        help="the problems of the budget phase, by key")  # fmt: skip
+    parser.add_argument("--budget-replay", choices=tuple(REPLAY_MODES), default="kernel")
+    parser.add_argument(
+        "--replay", nargs="+", default=["kernel"],
+        help="CUPTI phases, in order: kernel or user, MODE:N for the first N problems only",
+    )  # fmt: skip
+    parser.add_argument(
+        "--export-replay", choices=tuple(REPLAY_MODES), default="kernel",
+        help="table: the replay whose profiles --export-recordings writes",
+    )  # fmt: skip
     parser.add_argument(
         "--quick",
         action="store_true",

@@ -56,11 +56,13 @@ class KernelSummary:
 @dataclass
 class GroupCost:
     """What collecting one group cost for one problem, and the tool that collected it
-    (``cupti`` or ``ncu`` for hardware counters; empty where the group's profiler says it)."""
+    (``cupti`` or ``ncu`` for hardware counters; empty where the group's profiler says it) and,
+    for CUPTI, how it replayed the passes (``kernel`` or ``user``)."""
 
     seconds: float
     replay_passes: int = 0
     tool: str = ""
+    replay: str = ""
 
 
 @dataclass
@@ -170,8 +172,9 @@ class Profile:
         data = asdict(self)
         data["schema_version"] = PROFILE_SCHEMA_VERSION
         for cost in data["group_costs"].values():
-            if not cost["tool"]:
-                del cost["tool"]
+            for optional in ("tool", "replay"):
+                if not cost[optional]:
+                    del cost[optional]
         if not self.cut:
             del data["cut"]
         if self.shown is None:

@@ -104,17 +104,33 @@ class CompositeProfiler(Profiler):
 HARDWARE_ENV = "AUTOPROFILER_HARDWARE"
 HARDWARE_CHOICES = ("auto", "cupti", "ncu")
 CUPTI_COMPLETE_ENV = "AUTOPROFILER_CUPTI_COMPLETE"
+CUPTI_REPLAY_ENV = "AUTOPROFILER_CUPTI_REPLAY"
+
+
+def _choice_from_env(
+    name: str, choices: Sequence[str], environ: Mapping[str, str] | None = None
+) -> str:
+    """The environment variable ``name``, one of ``choices`` (the first when unset);
+    ``ProfilerError`` for another value."""
+    import os
+
+    text = (os.environ if environ is None else environ).get(name, "")
+    choice = text.strip().lower() or choices[0]
+    if choice not in choices:
+        raise ProfilerError(f"{name}={text!r} is not one of {', '.join(choices)}")
+    return choice
 
 
 def hardware_from_env(environ: Mapping[str, str] | None = None) -> str:
     """``AUTOPROFILER_HARDWARE`` (``auto`` when unset); ``ProfilerError`` for another value."""
-    import os
+    return _choice_from_env(HARDWARE_ENV, HARDWARE_CHOICES, environ)
 
-    text = (os.environ if environ is None else environ).get(HARDWARE_ENV, "")
-    choice = text.strip().lower() or "auto"
-    if choice not in HARDWARE_CHOICES:
-        raise ProfilerError(f"{HARDWARE_ENV}={text!r} is not one of {', '.join(HARDWARE_CHOICES)}")
-    return choice
+
+def cupti_replay_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """``AUTOPROFILER_CUPTI_REPLAY`` (``kernel`` when unset); ``ProfilerError`` for another."""
+    from autoprofiler.profile.cupti_api import REPLAY_MODES
+
+    return _choice_from_env(CUPTI_REPLAY_ENV, tuple(REPLAY_MODES), environ)
 
 
 def default_profiler(device: str = "H200", hardware: str | None = None) -> CompositeProfiler:
@@ -124,7 +140,8 @@ def default_profiler(device: str = "H200", hardware: str | None = None) -> Compo
     groups step by step through CUPTI in one worker per problem, with ncu for the groups CUPTI
     cannot give; ``ncu`` runs ncu for every step; ``auto`` takes CUPTI when it loads here with a
     CUDA driver, else ncu when its executable is on PATH. ``AUTOPROFILER_CUPTI_COMPLETE=1``
-    takes a group with metrics CUPTI lacks to ncu instead of collecting the rest of it.
+    takes a group with metrics CUPTI lacks to ncu instead of collecting the rest of it;
+    ``AUTOPROFILER_CUPTI_REPLAY`` picks CUPTI's replay (``CuptiOptions.replay``).
     ``device`` is the target GPU of the static roofline bound; torch and ncu report the device
     they actually ran on. ncu samples launches when ``AUTOPROFILER_NCU_LAUNCHES_PER_CONFIG`` is
     set (see ``NcuOptions``).
@@ -143,7 +160,8 @@ def default_profiler(device: str = "H200", hardware: str | None = None) -> Compo
     ncu = NcuProfiler(options_from_env())
     fallback = ncu if ncu.available() else None
     complete = os.environ.get(CUPTI_COMPLETE_ENV, "").strip() not in ("", "0")
-    cupti = CuptiProfiler(fallback=fallback, options=CuptiOptions(complete=complete))
+    options = CuptiOptions(complete=complete, replay=cupti_replay_from_env())
+    cupti = CuptiProfiler(fallback=fallback, options=options)
     if choice in ("auto", "cupti") and cupti.available():
         profilers["ncu"] = cupti
     elif choice == "cupti":

@@ -2,13 +2,17 @@
 
 For each problem one worker process (``autoprofiler.profile.cupti_worker``) builds the model
 once, warms it up and enables the range profiler; every ``collect`` then asks it for the
-metrics of the groups given and pays only that step's replay passes (CUPTI replays each kernel
-of one forward, auto range and kernel replay), not a new ncu start-up. The worker stays up for
-the next step on the same problem and is stopped by ``release`` (``run_tree`` calls it when the
-walk ends) or when another problem comes. While one problem's worker works, the next one waits
-as a standby with Python and PyTorch imported (``CuptiOptions.standby``), so a problem after
-the first pays only for its CUDA context, its build and one forward whose kernels CUPTI's
-activity API records (names, launch statistics); ``close`` (or the profiler's end) stops it.
+metrics of the groups given and pays only that step's replay passes, not a new ncu start-up.
+Each kernel of the forward is a range (auto range); its passes are replayed as
+``CuptiOptions.replay`` says: ``kernel``, CUPTI replays each kernel (saving and restoring the
+memory it touches, as ncu does), or ``user``, the worker runs the whole forward once per pass
+(no memory saved, the L2 flushed before each forward but not between its kernels). The worker
+stays up for the next step on the same problem and is stopped by ``release`` (``run_tree``
+calls it when the walk ends) or when another problem comes. While one problem's worker works,
+the next one waits as a standby with Python and PyTorch imported (``CuptiOptions.standby``), so
+a problem after the first pays only for its CUDA context, its build and one forward whose
+kernels CUPTI's activity API records (names, launch statistics); ``close`` (or the profiler's
+end) stops it.
 
 What a group asks for: the metrics ncu's sections of it report (``ncu_section_metrics.json``),
 with ncu's names, less those ncu computes itself (``derived_*``). Which of them this chip's
@@ -19,8 +23,9 @@ collects the rest of such a group and the profile's notes name what it lacks; wi
 Launch statistics (grid, block, registers, shared memory per kernel) come from the kernels'
 activity records; ncu's occupancy calculator figures (``launch__occupancy_limit_*``,
 ``sm__maximum_warps_per_active_cycle_pct``) have no CUPTI counterpart and are absent. Each
-group's ``GroupCost.tool`` says which tool collected it. Per-kernel values are aggregated as
-the ncu path does (``ncu_report.aggregate``), so the same kind of ``Profile`` comes out.
+group's ``GroupCost.tool`` says which tool collected it (and ``GroupCost.replay`` how). Per-
+kernel values are aggregated as the ncu path does (``ncu_report.aggregate``), so the same kind
+of ``Profile`` comes out.
 
 Time limits. Every wait on the worker (its start, each step) ends at the deadline that
 ``limit_s`` sets; a step that would run past it is stopped by killing the worker, charged what
@@ -63,6 +68,7 @@ from autoprofiler.profile.catalogue import (
     section_metrics,
     startup_s,
 )
+from autoprofiler.profile.cupti_api import REPLAY_MODES
 from autoprofiler.profile.devices import device_key
 from autoprofiler.profile.ncu import REPO_ROOT, checkout_env
 from autoprofiler.profile.ncu_report import DURATION, KernelRow, aggregate, summarize_kernels
@@ -92,16 +98,23 @@ class CuptiOptions:
     ``timeout_s`` bounds a step without a limit of its own; ``transcript``, when set, gets
     every answer of every worker appended as a JSON line (``{"problem", "op", "answer"}``);
     ``max_ranges``: kernel ranges a step holds (none: those one forward launches, plus a
-    margin); ``standby``: start the next problem's worker while this one works."""
+    margin); ``standby``: start the next problem's worker while this one works; ``replay``:
+    ``kernel`` or ``user`` (see the module's docstring)."""
 
     python: str = sys.executable
     complete: bool = False
     warmup: int = 3
     max_ranges: int | None = None
     standby: bool = True
+    replay: str = "kernel"
     timeout_s: float = 600.0
     worker: tuple[str, ...] = ()
     transcript: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.replay not in REPLAY_MODES:
+            choices = ", ".join(REPLAY_MODES)
+            raise ProfilerError(f"CUPTI replay {self.replay!r} is not one of {choices}")
 
 
 class _Cut(Exception):
@@ -408,7 +421,11 @@ class CuptiProfiler(Profiler):
         refused = {m for g in groups for m in self.refused.get(g.name, [])}
         metrics = [m for m in dict.fromkeys(m for g in groups for m in cupti_metrics(g))]
         metrics = [m for m in metrics if m not in refused]
-        request: dict[str, Any] = {"op": "collect", "metrics": metrics}
+        request: dict[str, Any] = {
+            "op": "collect",
+            "metrics": metrics,
+            "replay": self.options.replay,
+        }
         if self.options.max_ranges is not None:
             request["max_ranges"] = self.options.max_ranges
         answer = self._worker.ask(request, deadline)
@@ -439,6 +456,7 @@ def profile_from_answer(
 
     seconds = float(answer.get("replay_s", 0.0))
     passes = int(answer.get("passes", 0))
+    replay = str(answer.get("replay", "kernel"))
     seconds_of = shares(seconds, [cupti_cost_s(g) for g in groups])
     notes = []
     if rows and not launches:
@@ -455,7 +473,7 @@ def profile_from_answer(
         kernels=summarize_kernels(rows, units, forwards=1),
         groups=[g.name for g in groups],
         group_costs={
-            g.name: GroupCost(seconds=share, replay_passes=passes, tool=TOOL)
+            g.name: GroupCost(seconds=share, replay_passes=passes, tool=TOOL, replay=replay)
             for g, share in zip(groups, seconds_of, strict=True)
         },
         cost_s=seconds,

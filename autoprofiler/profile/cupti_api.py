@@ -45,6 +45,7 @@ _SEARCH = (
 # enums (cupti_profiler_target.h, cupti_profiler_host.h)
 AUTO_RANGE, USER_RANGE = 1, 2
 APPLICATION_REPLAY, KERNEL_REPLAY, USER_REPLAY = 1, 2, 3
+REPLAY_MODES = {"kernel": KERNEL_REPLAY, "user": USER_REPLAY}  # what a worker may be asked for
 RANGE_PROFILER = 0
 
 # cupti_result.h: codes with advice of their own
@@ -432,8 +433,9 @@ class MetricConfig:
 
 
 class RangeProfiler:
-    """The range profiler enabled on one CUDA context: per-kernel ranges (auto range, kernel
-    replay) of whatever metrics a ``MetricConfig`` scheduled."""
+    """The range profiler enabled on one CUDA context: per-kernel ranges (auto range) of
+    whatever metrics a ``MetricConfig`` scheduled, replayed by CUPTI kernel by kernel (kernel
+    replay) or by the caller running the whole workload once per pass (user replay)."""
 
     def __init__(self, cupti: Cupti, context: int) -> None:
         self.cupti = cupti
@@ -468,9 +470,17 @@ class RangeProfiler:
         )
         return data
 
-    def configure(self, image: ctypes.Array, counter_data: ctypes.Array, max_ranges: int) -> None:
-        """Auto range, kernel replay: each kernel launched is one range, replayed by CUPTI for
-        as many passes as the config needs."""
+    def configure(
+        self,
+        image: ctypes.Array,
+        counter_data: ctypes.Array,
+        max_ranges: int,
+        replay: int = KERNEL_REPLAY,
+    ) -> None:
+        """Auto range: each kernel launched is one range. ``KERNEL_REPLAY``: CUPTI replays
+        each kernel for as many passes as the config needs (saving and restoring the memory
+        it touches); ``USER_REPLAY``: the caller runs the workload between ``start`` and
+        ``stop`` until ``stop`` says every pass was submitted."""
         self.cupti.call(
             "cuptiRangeProfilerSetConfig",
             _SetConfig.make(
@@ -480,7 +490,7 @@ class RangeProfiler:
                 counterDataImageSize=len(counter_data),
                 pCounterDataImage=counter_data,
                 range=AUTO_RANGE,
-                replayMode=KERNEL_REPLAY,
+                replayMode=replay,
                 maxRangesPerPass=max_ranges,
                 numNestingLevels=1,
                 minNestingLevel=1,
@@ -494,8 +504,12 @@ class RangeProfiler:
             "cuptiRangeProfilerStart", _RangeObject.make(pRangeProfilerObject=self.handle)
         )
 
-    def stop(self) -> None:
-        self.cupti.call("cuptiRangeProfilerStop", _Stop.make(pRangeProfilerObject=self.handle))
+    def stop(self) -> bool:
+        """End a pass; whether every pass the config needs has now been submitted."""
+        params = self.cupti.call(
+            "cuptiRangeProfilerStop", _Stop.make(pRangeProfilerObject=self.handle)
+        )
+        return bool(params.isAllPassSubmitted)
 
     def decode(self) -> int:
         """Decode what was collected into the counter data; the number of ranges dropped."""

@@ -16,11 +16,16 @@ own prints go to stderr, so they cannot corrupt the channel):
   which; ``launches_s``);
 - ``{"op": "check", "metrics": [...]}`` -> ``{"event": "checked", "unsupported": [...]}``: the
   metrics this chip's profiler host refuses;
-- ``{"op": "collect", "metrics": [...], "max_ranges": N}`` -> ``{"event": "collected",
-  "metrics", "units", "kernels": [[range name, [value per metric]], ...], "passes", "dropped",
-  "max_ranges", "replay_s", "evaluate_s", "launches", "launched"}``: one forward, every kernel it
-  launches a range (auto range), replayed by CUPTI for the config's passes (kernel replay), the
-  range profiler enabled for that step alone. Without ``max_ranges`` the counter data holds the
+- ``{"op": "collect", "metrics": [...], "max_ranges": N, "replay": "kernel"|"user"}`` ->
+  ``{"event": "collected", "metrics", "units", "kernels": [[range name, [value per metric]],
+  ...], "passes", "replay", "forwards", "dropped", "max_ranges", "replay_s", "evaluate_s",
+  "launches", "launched"}``: every kernel a forward launches is a range (auto range), the range
+  profiler enabled for that step alone. ``kernel`` replay (the default): one forward, each
+  kernel replayed by CUPTI for the config's passes, the memory it touches saved and restored
+  around each pass. ``user`` replay: the whole forward run once per pass (``forwards``), the
+  L2 cache flushed before each; no memory is saved or restored, so a pass costs one forward, and
+  a kernel sees the cache its predecessors left, as it does unprofiled (ncu and kernel replay
+  flush it before every kernel). Without ``max_ranges`` the counter data holds the
   kernels one forward launched plus a margin (CUPTI's start and its counter data grow with the
   ranges they hold: about 1 ms per range on an H200); if ranges were dropped the step runs once
   more with room for ``DEFAULT_MAX_RANGES``. CUPTI names ranges by number; ``launches`` gives each
@@ -51,6 +56,8 @@ STANDBY_IMPORTS = (
 )
 ACTIVITY_ENV = "AUTOPROFILER_CUPTI_ACTIVITY"  # "0": launch records from torch.profiler
 RANGE_MARGIN = 32  # ranges beyond the kernels seen, for a forward that launches a few more
+EXTRA_FORWARDS = 2  # user replay: forwards beyond the config's passes before giving up
+FLUSH_BYTES = 256 * 2**20  # what is written to flush the L2 where its size is unknown
 
 
 def _one_line(exc: BaseException) -> str:
@@ -87,6 +94,7 @@ class _Session:
         self.build_s = time.perf_counter() - start
         self.device_name = device_name(self.device)
         self._launches: list[dict[str, Any]] | None = None
+        self._flush: Any = None
         self.launch_records = ""
         start = time.perf_counter()
         self.launches()
@@ -180,23 +188,58 @@ class _Session:
                 dropped.append(metric)
         return dropped
 
-    def collect(self, metrics: list[str], max_ranges: int | None = None) -> dict[str, Any]:
-        """One step: ``metrics`` over one forward; room for ``max_ranges`` kernel ranges (by
-        default the kernels seen plus a margin, and all of ``DEFAULT_MAX_RANGES`` again if
-        some were dropped)."""
+    def collect(
+        self, metrics: list[str], max_ranges: int | None = None, replay: str = "kernel"
+    ) -> dict[str, Any]:
+        """One step: ``metrics`` over the forward, replayed as ``replay`` says; room for
+        ``max_ranges`` kernel ranges (by default the kernels seen plus a margin, and all of
+        ``DEFAULT_MAX_RANGES`` again if some were dropped)."""
+        from autoprofiler.profile.cupti_api import REPLAY_MODES
+
+        if replay not in REPLAY_MODES:
+            raise ValueError(f"replay {replay!r} is not one of {', '.join(REPLAY_MODES)}")
         launches = self.launches()
         ranges = max_ranges or (len(launches) + RANGE_MARGIN if launches else DEFAULT_MAX_RANGES)
-        answer = self._collect(list(dict.fromkeys(metrics)), ranges)
+        answer = self._collect(list(dict.fromkeys(metrics)), ranges, replay)
         if answer["dropped"] and max_ranges is None and ranges < DEFAULT_MAX_RANGES:
             first_s = sum(answer["timings"].values()) + answer["evaluate_s"]
-            answer = self._collect(answer["metrics"], DEFAULT_MAX_RANGES)
+            answer = self._collect(answer["metrics"], DEFAULT_MAX_RANGES, replay)
             answer["timings"]["dropped_first_s"] = first_s
         return answer
 
-    def _collect(self, metrics: list[str], max_ranges: int) -> dict[str, Any]:
+    def _forwards(self, profiler: Any, replay: str, passes: int) -> int:
+        """The profiled forwards of one step (between the profiler's start and stop): one for
+        kernel replay, one per pass for user replay; how many ran."""
         import torch
 
-        from autoprofiler.profile.cupti_api import RangeProfiler
+        runs = 1 if replay == "kernel" else passes + EXTRA_FORWARDS
+        for run in range(1, runs + 1):
+            if replay == "user":
+                self.flush_l2()
+            profiler.start()
+            with torch.no_grad():
+                self.model(*self.inputs)
+            torch.cuda.synchronize()
+            if profiler.stop() or replay == "kernel":
+                return run
+        raise RuntimeError(
+            f"user replay: CUPTI still wanted passes after {runs} forwards ({passes} expected);"
+            " does the forward launch the same kernels every time?"
+        )
+
+    def flush_l2(self) -> None:
+        """Write a buffer twice the L2's size, so that a pass starts with nothing cached."""
+        import torch
+
+        if self._flush is None:
+            size = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0)
+            nbytes = 2 * size if size else FLUSH_BYTES
+            self._flush = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        self._flush.zero_()
+        torch.cuda.synchronize()
+
+    def _collect(self, metrics: list[str], max_ranges: int, replay: str) -> dict[str, Any]:
+        from autoprofiler.profile.cupti_api import REPLAY_MODES, RangeProfiler
 
         launches = self.launches()
         marks = [time.perf_counter()]
@@ -209,14 +252,10 @@ class _Session:
             profiler = RangeProfiler(self.cupti, self.context)
             try:
                 data = profiler.counter_data(metrics, max_ranges)
-                profiler.configure(image, data, max_ranges)
+                profiler.configure(image, data, max_ranges, REPLAY_MODES[replay])
                 marks.append(time.perf_counter())
-                profiler.start()
-                with torch.no_grad():
-                    self.model(*self.inputs)
-                torch.cuda.synchronize()
+                forwards = self._forwards(profiler, replay, passes)
                 marks.append(time.perf_counter())
-                profiler.stop()
                 dropped = profiler.decode()
                 marks.append(time.perf_counter())
                 names = profiler.ranges(data)
@@ -236,6 +275,8 @@ class _Session:
             "launches": launches if len(launches) == len(names) else [],
             "launched": len(launches),
             "passes": passes,
+            "replay": replay,
+            "forwards": forwards,
             "dropped": dropped,
             "max_ranges": max_ranges,
             "replay_s": forward_s + decode_s,
@@ -307,7 +348,8 @@ def _serve(session: _Session, requests: IO[str], channel: IO[str]) -> None:
             elif request.get("op") == "collect":
                 max_ranges = request.get("max_ranges")
                 max_ranges = None if max_ranges is None else int(max_ranges)
-                channel.write(json.dumps(session.collect(metrics, max_ranges)) + "\n")
+                replay = str(request.get("replay", "kernel"))
+                channel.write(json.dumps(session.collect(metrics, max_ranges, replay)) + "\n")
                 channel.flush()
             else:
                 _answer(channel, event="error", error=f"unknown request {request.get('op')!r}")

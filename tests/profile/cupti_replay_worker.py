@@ -4,7 +4,8 @@
 the first line of FILE is the ``ready`` (or ``fail``) event, written at once with ``--problem``,
 else (a standby, as ``CuptiProfiler`` starts it) once the first request loads a problem; each
 request on stdin is answered with the next recorded answer for its op (``check`` ->
-``checked``, ``collect`` -> ``collected``), after sleeping ``--delay-s`` for a collect. Used to
+``checked``, ``collect`` -> ``collected``), after sleeping ``--delay-s`` for a collect; a
+collect that asks for another replay than the answer was recorded with is an error. Used to
 drive the real ``CuptiProfiler`` (its pipes, deadlines and parsing) on a machine without a GPU.
 """
 
@@ -38,10 +39,16 @@ def main() -> int:
     if first.get("event") != "ready":
         return 2
     for line in sys.stdin:
-        op = json.loads(line).get("op")
+        request = json.loads(line)
+        op = request.get("op")
         match = next((a for a in answers if a.get("event") == EVENT.get(op)), None)
         if match is None:
             print(json.dumps({"event": "error", "error": f"nothing recorded for {op}"}), flush=True)
+            continue
+        recorded, asked = match.get("replay", "kernel"), request.get("replay", "kernel")
+        if op == "collect" and recorded != asked:
+            error = f"recorded with {recorded} replay, asked for {asked}"
+            print(json.dumps({"event": "error", "error": error}), flush=True)
             continue
         answers.remove(match)
         if op == "collect":

@@ -18,8 +18,9 @@ import torch
 
 from autoprofiler.problem import Problem, load_problems
 from autoprofiler.profile import RecordedProfiler, cupti_worker, import_recordings
-from autoprofiler.profile.base import ProfilerError
+from autoprofiler.profile.base import GroupCost, Profile, ProfilerError
 from autoprofiler.profile.catalogue import get_group, startup_s
+from autoprofiler.profile.composite import cupti_replay_from_env
 from autoprofiler.profile.cupti import (
     CuptiOptions,
     CuptiProfiler,
@@ -261,7 +262,7 @@ def test_a_step_holds_the_kernels_seen_and_makes_room_when_ranges_were_dropped()
     session._launches = [{"name": "kernel"}] * 3
     asked: list[int] = []
 
-    def collect(metrics: list[str], ranges: int) -> dict:
+    def collect(metrics: list[str], ranges: int, replay: str) -> dict:
         asked.append(ranges)
         dropped = 2 if ranges < cupti_worker.DEFAULT_MAX_RANGES else 0
         return {"metrics": metrics, "dropped": dropped, "replay_s": 1.0, "evaluate_s": 0.25,
@@ -290,3 +291,73 @@ def test_a_first_worker_is_estimated_cold_and_one_from_the_standby_warm(tmp_path
     profiler.collect(Problem(name="another", source="# answers replayed\n"), [SOL])
     assert profiler.last_ready["standby"] is True
     profiler.close()
+
+
+class _PassCounter:
+    """Stands in for CUPTI's range profiler: ``stop`` says every pass was submitted after
+    ``passes`` of them (never, with None)."""
+
+    def __init__(self, passes: int | None) -> None:
+        self.passes, self.started, self.stopped = passes, 0, 0
+
+    def start(self) -> None:
+        self.started += 1
+
+    def stop(self) -> bool:
+        self.stopped += 1
+        return self.passes is not None and self.stopped >= self.passes
+
+
+def test_user_replay_runs_the_forward_once_per_pass_with_the_cache_flushed_before_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's replay loop, around the CUPTI calls and the GPU it needs."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    session = object.__new__(cupti_worker._Session)
+    forwards: list[int] = []
+    session.model, session.inputs = (lambda: forwards.append(1)), []
+    flushes: list[int] = []
+    session.flush_l2 = lambda: flushes.append(1)
+    profiler = _PassCounter(passes=5)
+    assert session._forwards(profiler, "user", 5) == 5
+    assert (len(forwards), len(flushes), profiler.started, profiler.stopped) == (5, 5, 5, 5)
+    forwards.clear(), flushes.clear()
+    kernel = _PassCounter(passes=None)  # kernel replay: CUPTI replays; one forward, no flush
+    assert session._forwards(kernel, "kernel", 33) == 1
+    assert (len(forwards), len(flushes), kernel.stopped) == (1, 0, 1)
+    stuck = _PassCounter(passes=None)
+    with pytest.raises(RuntimeError, match="still wanted passes after 5 forwards"):
+        session._forwards(stuck, "user", 3)
+    assert stuck.stopped == 3 + cupti_worker.EXTRA_FORWARDS
+    with pytest.raises(ValueError, match="replay 'application' is not one of kernel, user"):
+        session.collect(["gpu__time_duration.sum"], replay="application")
+
+
+def test_the_replay_is_an_option_sent_to_the_worker_and_recorded_in_the_costs(
+    tmp_path: Path,
+) -> None:
+    def as_user_replay(answers: list[dict]) -> list[dict]:
+        return [{**a, "replay": "user"} if a.get("event") == "collected" else a for a in answers]
+
+    answers = _answers(tmp_path, edit=as_user_replay)
+    worker = (sys.executable, str(REPLAY), "--answers", str(answers))
+    user = CuptiProfiler(options=CuptiOptions(worker=worker, replay="user"))
+    profile = user.collect(_example(RECORDED), [SOL])
+    assert profile.group_costs[SOL.name].replay == "user"
+    assert Profile.from_dict(profile.to_dict()).group_costs[SOL.name].replay == "user"
+    user.close()
+    kernel = CuptiProfiler(options=CuptiOptions(worker=worker))  # asks for kernel replay
+    with pytest.raises(ProfilerError, match="recorded with user replay, asked for kernel"):
+        kernel.collect(_example(RECORDED), [SOL])
+    kernel.close()
+    plain = Profile(problem_hash="h", group_costs={"static": GroupCost(0.1)}).to_dict()
+    assert plain["group_costs"]["static"] == {"seconds": 0.1, "replay_passes": 0}
+
+
+def test_a_replay_that_is_not_known_is_a_one_line_error() -> None:
+    with pytest.raises(ProfilerError, match="CUPTI replay 'app' is not one of kernel, user"):
+        CuptiOptions(replay="app")
+    assert cupti_replay_from_env({}) == "kernel"
+    assert cupti_replay_from_env({"AUTOPROFILER_CUPTI_REPLAY": " User "}) == "user"
+    with pytest.raises(ProfilerError, match="AUTOPROFILER_CUPTI_REPLAY='pass' is not one of"):
+        cupti_replay_from_env({"AUTOPROFILER_CUPTI_REPLAY": "pass"})
