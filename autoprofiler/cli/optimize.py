@@ -128,7 +128,7 @@ def optimize_command(
     <store>-optimize.jsonl beside the store (its first line records the options). A run cut
     short keeps what finished; --resume, with the same options, does only the rest.
     """
-    from autoprofiler.evaluate import EvalConfig, evaluate
+    from autoprofiler.evaluate import EvalConfig, evaluate, evaluate_compiled_reference
     from autoprofiler.profile import ProfilerError, RecordedProfiler
     from autoprofiler.report.verdict import optimize_table
 
@@ -160,8 +160,9 @@ def optimize_command(
                 fail(f"{problem.key}: {exc}")
             candidate = chosen_rewriter.rewrite(problem, profile, context)
 
-            def judged(source: str) -> EvalResult:
-                return evaluate(
+            def judged(source: str, compiled_reference: bool = False) -> EvalResult:
+                how = evaluate_compiled_reference if compiled_reference else evaluate
+                return how(
                     problem, source, config, store=db, use_cache=not no_cache,
                     retime_reference=retime_reference,
                 )  # fmt: skip
@@ -212,13 +213,15 @@ def _kept_best(
     profile: Profile,
     candidate: Candidate,
     rewriting: tuple[Rewriter, RewriteContext, Store],
-    judged: Callable[[str], EvalResult],
+    judged: Callable[[str, bool], EvalResult],
     folder: Path,
     count_flagged: bool,
 ) -> Row:
     """Judge every contender (``autoprofiler.rewrite.contenders``), write the best one, and
-    the row with the rewriter's own verdict and what was kept."""
-    from autoprofiler.rewrite.contenders import best, contenders, reference_source
+    the row with the rewriter's own verdict and what was kept. torch.compile of the reference
+    is judged in the trusted reference process (``judged(source, True)``), not as a candidate
+    process: it is autoprofiler's own code, and its verdict is then stored once per problem."""
+    from autoprofiler.rewrite.contenders import COMPILE, best, contenders, reference_source
 
     rewriter, context, db = rewriting
     running = contenders(problem, profile, context, rewriter, candidate)
@@ -226,7 +229,8 @@ def _kept_best(
     for contender in running:
         if contender.candidate is not None:
             contender.candidate.save(db, problem.content_hash)
-            contender = dataclasses.replace(contender, result=judged(contender.candidate.source))
+            result = judged(contender.candidate.source, contender.label == COMPILE)
+            contender = dataclasses.replace(contender, result=result)
         done.append(contender)
     winner = best(done, count_flagged)
     source = winner.candidate.source if winner.candidate else reference_source(problem)

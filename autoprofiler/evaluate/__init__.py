@@ -11,7 +11,12 @@ from autoprofiler.evaluate.recorded import (
     replay_evaluation,
 )
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
-from autoprofiler.evaluate.runner import NoGPUError, evaluate, evaluation_device
+from autoprofiler.evaluate.runner import (
+    NoGPUError,
+    evaluate,
+    evaluate_compiled_reference,
+    evaluation_device,
+)
 from autoprofiler.evaluate.sandbox import SandboxError
 
 __all__ = [
@@ -25,6 +30,7 @@ __all__ = [
     "SandboxError",
     "TimingStats",
     "evaluate",
+    "evaluate_compiled_reference",
     "evaluated_devices",
     "evaluation_device",
     "export_evaluations",

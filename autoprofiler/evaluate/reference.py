@@ -7,7 +7,8 @@ requests, one per line, each naming its problem:
 
 - ``time``: the reference (``kind: "eager"``) or ``torch.compile`` of it (``"compile"``) through
   the same timing loop as the candidate (:func:`~autoprofiler.evaluate.timing.run_timing_loop`),
-  with the settings it ran under;
+  with the settings it ran under; for ``compile``, first the compiled outputs compared with the
+  reference's on the inputs of each of ``check_seeds`` (``check``);
 - ``judge``: for each item (a seed, optionally the second shape, and the path of an output file
   the candidate's process wrote), the reference's output on the inputs made from that seed,
   compared with the file by :func:`~autoprofiler.evaluate.compare.compare_outputs`; and whether
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,11 +204,12 @@ class _Server:
         from autoprofiler.evaluate.timing import LoopSettings, pool_budget_bytes, run_timing_loop
 
         built = self.problem(request)
-        fn = built.model
+        fn, check = built.model, None
         if request["kind"] == "compile":
             if built.compiled is None:
                 built.compiled = self.torch.compile(built.model)
             fn = built.compiled
+            check = self._check_compiled(built, [int(s) for s in request.get("check_seeds", [])])
         seeds = TrialSeeds((), int(request["seed"]), 0)
         settings = LoopSettings(**request["loop"])
         with self.torch.no_grad():
@@ -219,10 +222,28 @@ class _Server:
                 keep_outputs=True,  # as the candidate's loop does: the same memory and copies
             )
         self._release()
-        return {
-            "record": record.to_dict(),
-            "settings": speed_settings(load_inductor=True),
-        }
+        reply = {"record": record.to_dict(), "settings": speed_settings(load_inductor=True)}
+        return reply if check is None else {**reply, "check": check}
+
+    def _check_compiled(self, built: _Built, seeds: list[int]) -> dict:
+        """torch.compile of the reference against the reference on the inputs of each seed:
+        the comparison (``compare_outputs``) of the first seed whose outputs differ, else of
+        them all (``kind`` None); ``seeds``: how many were compared."""
+        from autoprofiler.evaluate.compare import compare_outputs
+        from autoprofiler.evaluate.inputs import flatten, make_inputs
+
+        verdict: dict[str, Any] = {"kind": None, "max_abs_diff": 0.0, "mean_abs_diff": 0.0}
+        with self.torch.no_grad():
+            for count, seed in enumerate(seeds, 1):
+                inputs = make_inputs(built.module, seed, self.device)
+                expected = [self._detached(v) for v in flatten(built.model(*inputs))]
+                answer = compare_outputs(expected, flatten(built.compiled(*inputs)), self.config)
+                for key in ("max_abs_diff", "mean_abs_diff"):
+                    verdict[key] = max(verdict[key], answer[key])
+                verdict["seeds"] = count
+                if answer["kind"] is not None:
+                    return {**answer, **verdict, "kind": answer["kind"], "seed": seed}
+        return verdict
 
     def _reference_output(self, built: _Built, item: dict) -> list[Any] | None:
         """The reference's flattened output for ``item``'s inputs; None when the item is a
@@ -423,9 +444,14 @@ class ProblemReference:
         """Whether this process timed ``kind`` for the problem itself."""
         return (self._hash, kind) in self.process.timed_here
 
-    def time(self, kind: str, seed: int, loop: dict, timeout_s: float) -> dict:
-        """The reply of a ``time`` request (``record`` and ``settings``)."""
+    def time(
+        self, kind: str, seed: int, loop: dict, timeout_s: float, check_seeds: Sequence[int] = ()
+    ) -> dict:
+        """The reply of a ``time`` request (``record`` and ``settings``; ``check`` for
+        ``compile``: its outputs against the reference's on ``check_seeds``' inputs)."""
         request = {"op": "time", "kind": kind, "seed": seed, "loop": loop, **self._problem}
+        if kind == "compile":
+            request["check_seeds"] = list(check_seeds)
         return self.process.request(request, timeout_s)
 
     def judge(self, items: list[dict], timeout_s: float, slab_id: str | None = None) -> dict:

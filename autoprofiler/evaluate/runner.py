@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from autoprofiler.evaluate.checks import scan_source
@@ -37,7 +37,12 @@ from autoprofiler.evaluate.reference import ProblemReference, ReferenceError, Re
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding
 from autoprofiler.evaluate.sandbox import exit_status, sandbox_command
 from autoprofiler.evaluate.timing import LoopRecord
-from autoprofiler.evaluate.verdict import Verdict, is_unstable, trial_stats
+from autoprofiler.evaluate.verdict import (
+    Verdict,
+    compiled_reference_verdict,
+    is_unstable,
+    trial_stats,
+)
 from autoprofiler.problem import Problem, source_hash
 from autoprofiler.store import Store, content_key
 
@@ -212,6 +217,58 @@ def evaluate(
     return result
 
 
+def evaluate_compiled_reference(
+    problem: Problem,
+    candidate_source: str,
+    config: EvalConfig | None = None,
+    *,
+    store: Store | None = None,
+    use_cache: bool = True,
+    work_root: Path | None = None,
+    retime_reference: bool = False,
+) -> EvalResult:
+    """The verdict on ``candidate_source``, autoprofiler's own torch.compile of the reference
+    (the rule rewriter's ``compile``), made in the trusted reference process alone: no
+    candidate process runs. The compiled reference's outputs are compared there with the
+    reference's on the correctness trials' inputs (``compile_check_seeds``) and it is timed
+    as the ``--compile-baseline`` is, both stored per problem, device and settings, so a
+    problem pays for its torch.compile once. Only for code autoprofiler writes itself: the
+    source is trusted to be torch.compile of the reference, never run. Cached and replayed
+    as ``evaluate``'s results are; a torch.compile that raises is a ``RUNTIME_ERROR``.
+    """
+    config = replace(config or EvalConfig(), time_compile_baseline=True)
+    candidate_hash = source_hash(candidate_source)
+    if config.replay_device is not None:
+        return replay_evaluation(problem, candidate_hash, config, store)
+    if store is not None and use_cache:
+        cached = cached_evaluation(store, problem, candidate_source, config)
+        if cached is not None:
+            return cached
+    began = time.perf_counter()
+    root = work_root or default_work_root()
+    eager_only = replace(config, time_compile_baseline=False)
+    stage = "the reference"
+    try:
+        reference = REFERENCES.get(problem, config, _reference_env(config), root)
+        reference_timings(reference, problem, eager_only, store, retime_reference)
+        stage = "torch.compile of the reference"
+        timings = reference_timings(reference, problem, config, store, retime_reference)
+    except ReferenceError as exc:
+        result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
+        kind = (
+            FailureKind.REFERENCE_ERROR if stage == "the reference" else FailureKind.RUNTIME_ERROR
+        )
+        result.failure_kind, result.failure_message = kind, f"{stage}: {exc}"
+    else:
+        device = reference.device
+        result = compiled_reference_verdict(problem, candidate_hash, config, device, timings)
+    result.evaluator_version = EVALUATOR_VERSION
+    result.wall_s = time.perf_counter() - began
+    if store is not None:
+        store_evaluation(store, problem, candidate_source, config, result)
+    return result
+
+
 def cached_evaluation(
     store: Store, problem: Problem, candidate_source: str, config: EvalConfig
 ) -> EvalResult | None:
@@ -278,6 +335,8 @@ def reference_timings(
     for kind in kinds:
         key = _baseline_key(problem, config, kind)
         stored = store.get_baseline(key) if store is not None else None
+        if kind == "compile" and stored is not None and "check" not in stored:
+            stored = None  # stored before torch.compile's outputs were checked: timed again
         known = reference.record(kind) or stored
         timed_now = known is None or (retime and not reference.timed_here(kind))
         if timed_now:
@@ -298,11 +357,18 @@ def reference_timings(
     return timings
 
 
+def compile_check_seeds(config: EvalConfig) -> list[int]:
+    """The inputs torch.compile of the reference is checked on against the reference: as many
+    as a candidate's correctness trials (at least one), from the configured seed."""
+    return [config.seed + i for i in range(max(1, config.correctness_trials))]
+
+
 def _time_reference(reference: ProblemReference, kind: str, config: EvalConfig) -> dict:
     """One trusted timing of ``kind``, timed a second time when the first was unstable."""
     limit = config.compile_timeout_s + config.run_timeout_s
+    check = compile_check_seeds(config)
     for attempt in range(2):
-        reply = reference.time(kind, secrets.randbits(62), config.loop_settings(), limit)
+        reply = reference.time(kind, secrets.randbits(62), config.loop_settings(), limit, check)
         stats = trial_stats(LoopRecord.from_dict(reply["record"]))
         unstable = is_unstable(stats)
         if not unstable or attempt:

@@ -173,6 +173,57 @@ def _record(report: dict) -> LoopRecord | None:
     return record
 
 
+def baseline_result(
+    problem: Problem, candidate_hash: str, config: EvalConfig, device: str, timings: dict[str, dict]
+) -> EvalResult:
+    """A result not yet judged, holding the reference's timings (and torch.compile's)."""
+    result = EvalResult(
+        problem_hash=problem.content_hash,
+        candidate_hash=candidate_hash,
+        device=device,
+        torch_version=torch.__version__,
+    )
+    result.atol, result.rtol = config.tolerance_for("float32")
+    eager = timings["eager"]
+    result.reference = TimingStats(**eager["stats"])
+    result.timer = result.reference.timer
+    if eager.get("unstable"):
+        result.unstable.append("reference")
+    if "compile" in timings:
+        result.compiled_reference = TimingStats(**timings["compile"]["stats"])
+        if timings["compile"].get("unstable"):
+            result.unstable.append("compile")
+    return result
+
+
+def compiled_reference_verdict(
+    problem: Problem, candidate_hash: str, config: EvalConfig, device: str, timings: dict[str, dict]
+) -> EvalResult:
+    """The verdict on torch.compile of the reference (a candidate autoprofiler wrote itself)
+    from the trusted process alone: correct when its outputs matched the reference's on every
+    seed of its ``check``, timed by the compile baseline's trials."""
+    result = baseline_result(problem, candidate_hash, config, device, timings)
+    compiled = timings["compile"]
+    check = compiled.get("check") or {}
+    result.compiled = True
+    result.max_abs_diff = check.get("max_abs_diff")
+    result.mean_abs_diff = check.get("mean_abs_diff")
+    if check.get("kind") is not None or not check.get("seeds"):
+        result.failure_kind = _failure_kind(str(check.get("kind") or "wrong_values"))
+        seed = f" (seed {check['seed']})" if "seed" in check else ""
+        result.failure_message = f"torch.compile of the reference{seed}: " + str(
+            check.get("message") or "its outputs were not compared"
+        )
+        return result
+    result.correctness_trials = int(check["seeds"])
+    result.candidate = result.compiled_reference
+    result.timed_s = sum(LoopRecord.from_dict(compiled["record"]).trial_ms) / 1e3
+    if "compile" in result.unstable:
+        result.unstable.append("candidate")
+    result.correct = True
+    return result
+
+
 class Verdict:
     """The trusted judgement of one candidate run from its report and the reference process."""
 
@@ -193,22 +244,7 @@ class Verdict:
         self.room = room  # the share of free GPU memory that slab left the candidate
         self.timings = timings
         self.seeds = seeds
-        self.result = EvalResult(
-            problem_hash=problem.content_hash,
-            candidate_hash=candidate_hash,
-            device=reference.device,
-            torch_version=torch.__version__,
-        )
-        self.result.atol, self.result.rtol = config.tolerance_for("float32")
-        eager = timings["eager"]
-        self.result.reference = TimingStats(**eager["stats"])
-        self.result.timer = self.result.reference.timer
-        if eager.get("unstable"):
-            self.result.unstable.append("reference")
-        if "compile" in timings:
-            self.result.compiled_reference = TimingStats(**timings["compile"]["stats"])
-            if timings["compile"].get("unstable"):
-                self.result.unstable.append("compile")
+        self.result = baseline_result(problem, candidate_hash, config, reference.device, timings)
 
     def _timed_failure(self, answer: dict) -> FailureKind:
         """A timed call's wrong output: a cheat (its outputs are not what it computes when

@@ -14,7 +14,9 @@ from autoprofiler.cli.main import app
 from autoprofiler.profile import import_recordings
 from autoprofiler.store import Store
 
-DATA = Path(__file__).resolve().parents[2] / "docs" / "results" / "data"
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "docs" / "results" / "data"
+EXAMPLES = REPO / "examples" / "problems"
 RECORDINGS = DATA / "kernelbench_h200.jsonl.gz"
 EVALUATIONS = [DATA / "llm_evaluations.jsonl.gz", DATA / "kernelbench_h200_evaluations.jsonl.gz"]
 DEPTHWISE = "84_conv_depthwise_2D_asymmetric_input_square_kernel"
@@ -68,3 +70,38 @@ def test_keep_rewrite_judges_the_rewriters_candidate_only(problems: Path, tmp_pa
     row, written = _optimize(problems, tmp_path, "--keep", "rewrite")
     assert "kept" not in row and row["result"]["speedup"] == pytest.approx(4.207, abs=1e-3)
     assert written.strip() == row["candidate"]["source"].strip()
+
+
+def test_torch_compile_alone_is_judged_in_the_trusted_reference_process(tmp_path: Path) -> None:
+    """``_kept_best`` asks for the trusted verdict (``judged(source, True)``) for the
+    torch.compile contender only: the rewriter's candidate and the rule rewriter's pick run as
+    candidates (the judge is a stand-in here; the real ones are tested in tests/evaluate)."""
+    from autoprofiler.cli.optimize import _kept_best
+    from autoprofiler.evaluate import EvalResult
+    from autoprofiler.problem import load_problems
+    from autoprofiler.profile.base import Profile
+    from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter
+
+    problem = load_problems(EXAMPLES / "05_elementwise_chain.py").problems[0]
+    own = Candidate(problem.source.replace("class Model(", "class ModelNew("), "mine", "")
+    asked: list[tuple[str, bool]] = []
+
+    def judged(source: str, compiled_reference: bool) -> EvalResult:
+        asked.append((source, compiled_reference))
+        return EvalResult(problem_hash=problem.content_hash, candidate_hash="c")
+
+    class Mine(Rewriter):
+        name = "mine"  # not the rule rewriter: its pick joins the contenders
+
+        def rewrite(self, problem, profile, context) -> Candidate:
+            return own
+
+    context = RewriteContext(device="cpu")
+    with Store(tmp_path / "s.sqlite") as store:
+        row = _kept_best(
+            problem, Profile(problem_hash=problem.content_hash), own,
+            (Mine(), context, store), judged, tmp_path, False,
+        )  # fmt: skip
+    trusted = [source for source, compiled_reference in asked if compiled_reference]
+    assert len(asked) == 3 and len(trusted) == 1 and "torch.compile" in trusted[0]
+    assert row["kept"]["by"] == "reference"  # nothing judged correct: the reference stays
