@@ -219,9 +219,10 @@ def _kept_best(
 ) -> Row:
     """Judge every contender (``autoprofiler.rewrite.contenders``), write the best one, and
     the row with the rewriter's own verdict and what was kept. torch.compile of the reference
-    is judged in the trusted reference process (``judged(source, True)``), not as a candidate
-    process: it is autoprofiler's own code, and its verdict is then stored once per problem."""
-    from autoprofiler.rewrite.contenders import COMPILE, best, contenders, reference_source
+    (whoever's pick it is) is judged in the trusted reference process (``judged(source,
+    True)``), not as a candidate process: it is autoprofiler's own code, and its verdict is
+    then stored once per problem."""
+    from autoprofiler.rewrite.contenders import best, contenders, reference_source
 
     rewriter, context, db = rewriting
     running = contenders(problem, profile, context, rewriter, candidate)
@@ -229,7 +230,7 @@ def _kept_best(
     for contender in running:
         if contender.candidate is not None:
             contender.candidate.save(db, problem.content_hash)
-            result = judged(contender.candidate.source, contender.label == COMPILE)
+            result = judged(contender.candidate.source, contender.compiled_reference)
             contender = dataclasses.replace(contender, result=result)
         done.append(contender)
     winner = best(done, count_flagged)

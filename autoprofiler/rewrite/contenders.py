@@ -13,7 +13,7 @@ at their speedups.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from autoprofiler.evaluate.result import counted_speedup, flag_names
@@ -39,6 +39,7 @@ class Contender:
     candidate: Candidate | None
     result: EvalResult | None = None
     trusted: bool = False  # written by autoprofiler itself: its flags are no suspicion
+    compiled_reference: bool = False  # torch.compile of the reference, as autoprofiler writes it
 
     def counted(self, count_flagged: bool = False) -> float | None:
         """The speedup over eager this contender counts at, or None when it does not count
@@ -62,22 +63,23 @@ def contenders(
 ) -> list[Contender]:
     """The rewriter's candidate ``own``, then the rule rewriter's pick for ``profile`` (when
     ``rewriter`` is not a rule rewriter), torch.compile, and the reference. Contenders whose
-    source is the same as an earlier one's are left out."""
+    source is the same as an earlier one's are left out; an earlier one whose source is
+    torch.compile's is marked ``compiled_reference`` (it is that very program)."""
     ours = isinstance(rewriter, RuleRewriter)
     rules = rewriter if ours else RuleRewriter()
     made = [Contender(rewriter.name, own, trusted=ours)]
     if not ours:
         made.append(Contender(rules.name, rules.rewrite(problem, profile, context), trusted=True))
-    made.append(Contender(COMPILE, rules.generate(problem, COMPILE, context), trusted=True))
-    seen: set[str] = set()
-    kept = []
+    compiled = rules.generate(problem, COMPILE, context)
+    made.append(Contender(COMPILE, compiled, trusted=True, compiled_reference=True))
+    kept: dict[str, Contender] = {}  # by source, in order
     for contender in made:
         candidate = contender.candidate
-        if candidate is None or not candidate.usable or candidate.source in seen:
+        if candidate is None or not candidate.usable or candidate.source in kept:
             continue
-        seen.add(candidate.source)
-        kept.append(contender)
-    return [*kept, Contender(REFERENCE, None)]
+        is_compiled = compiled.usable and candidate.source == compiled.source
+        kept[candidate.source] = replace(contender, compiled_reference=is_compiled)
+    return [*kept.values(), Contender(REFERENCE, None)]
 
 
 def best(judged: list[Contender], count_flagged: bool = False) -> Contender:

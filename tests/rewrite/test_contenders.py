@@ -72,3 +72,18 @@ def test_the_contenders_of_an_llm_rewrite_and_of_a_rule_rewrite() -> None:
 
 class _NotRules:
     name = "not-rules"
+
+
+def test_torch_compile_is_marked_whoever_picked_it() -> None:
+    problem = Problem(name="scale", source=SCALE_PROBLEM, origin="<test>")
+    context = RewriteContext(device="cpu")
+    rules = RuleRewriter()
+    compiled = rules.generate(problem, COMPILE, context)
+    own = Candidate("class ModelNew: pass\n", "llm:test")
+    field = contenders(problem, None, context, _NotRules(), own)
+    marked = [c for c in field if c.compiled_reference]
+    assert len(marked) == 1 and marked[0].candidate.source == compiled.source
+    assert not field[0].compiled_reference  # the LLM's own candidate
+    picked = contenders(problem, None, context, rules, compiled)  # the rules' pick is compile
+    assert [c.label for c in picked] == ["rules", REFERENCE]
+    assert picked[0].compiled_reference and picked[0].candidate is compiled
