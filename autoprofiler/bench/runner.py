@@ -115,8 +115,9 @@ class Bench:
     ``configurations`` are the fixed trees scored without a budget (default: every fixed
     configuration); ``start`` is the tree each budget's study starts from (default: the empty
     tree), or ``"best"``: the configuration that scores best on the training problems under
-    that budget (a tie goes to the cheaper); ``compile_baseline`` also evaluates
-    ``torch.compile`` of each test problem, for the speedups over it; ``executor`` runs the
+    that budget (a tie goes to the cheaper); ``compile_baseline`` also judges
+    ``torch.compile`` of each test problem (in the trusted reference process:
+    ``evaluate_compiled_reference``), for the speedups over it; ``executor`` runs the
     evaluations (default: one by one here).
     A study whose proposer waits for a batch reply stops there; the requests are in
     ``pending`` after the run (export them, import the replies, run again to go on).
@@ -293,6 +294,7 @@ class Bench:
             executor=self.executor,
             store=self.store,
             use_cache=self.use_cache,
+            compiled_reference=True,
         ):
             self._compile_runs += not result.from_cache
             kind = result.failure_kind.value if result.failure_kind else ""

@@ -13,7 +13,13 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from autoprofiler.evaluate import EvalConfig, EvalResult, FailureKind, evaluate
+from autoprofiler.evaluate import (
+    EvalConfig,
+    EvalResult,
+    FailureKind,
+    evaluate,
+    evaluate_compiled_reference,
+)
 from autoprofiler.evaluate.build import lane_for
 from autoprofiler.evaluate.runner import (
     cached_evaluation,
@@ -37,10 +43,14 @@ class Evaluated(NamedTuple):
     result: EvalResult
 
 
-def evaluate_job(problem: Problem, source: str, config: EvalConfig) -> tuple[str, EvalResult]:
-    """The job: judge ``source`` against ``problem`` here; returns the evaluation key as this
-    worker computes it (its device names the result) and the result."""
-    result = evaluate(problem, source, config, store=None)
+def evaluate_job(
+    problem: Problem, source: str, config: EvalConfig, compiled_reference: bool = False
+) -> tuple[str, EvalResult]:
+    """The job: judge ``source`` against ``problem`` here (``compiled_reference``: it is
+    torch.compile of the reference, judged in the trusted process alone); returns the
+    evaluation key as this worker computes it (its device names the result) and the result."""
+    judge = evaluate_compiled_reference if compiled_reference else evaluate
+    result = judge(problem, source, config, store=None)
     return evaluation_key(problem, source_hash(source), config), result
 
 
@@ -63,6 +73,7 @@ def evaluate_many(
     executor: Executor | None = None,
     store: Store | None = None,
     use_cache: bool = True,
+    compiled_reference: bool = False,
 ) -> Iterator[Evaluated]:
     """Evaluate each ``(problem, candidate source)`` once, yielding results as they finish.
 
@@ -73,6 +84,8 @@ def evaluate_many(
     job that raised (an unusable sandbox) raises ``ExecutorError``. Replays
     (``config.replay_device``) read the store, so they run here. The cache is looked up with
     this process's device label: run the driver on the kind of device the workers have.
+    ``compiled_reference``: every source is torch.compile of its problem's reference, as
+    autoprofiler writes it (``evaluate_compiled_reference``: no candidate process runs).
     """
     replay = config.replay_device is not None  # replays read the store: they run here
     jobs: list[Job] = []
@@ -87,9 +100,11 @@ def evaluate_many(
             if cached is not None and _reusable(cached):
                 yield Evaluated(problem, source, cached)
                 continue
-        jobs.append(Job(key, evaluate_job, (problem, source, config), label=problem.key))
+        job_args = (problem, source, config, compiled_reference)
+        jobs.append(Job(key, evaluate_job, job_args, label=problem.key))
     if executor is None or replay:
-        yield from _evaluate_here([asked[job.key] for job in jobs], config, store, replay)
+        todo = [asked[job.key] for job in jobs]
+        yield from _evaluate_here(todo, config, store, replay, compiled_reference)
         return
     results = executor.run(jobs)
     try:
@@ -101,11 +116,16 @@ def evaluate_many(
 
 
 def _evaluate_here(
-    pairs: list[tuple[Problem, str]], config: EvalConfig, store: Store | None, replay: bool
+    pairs: list[tuple[Problem, str]],
+    config: EvalConfig,
+    store: Store | None,
+    replay: bool,
+    compiled_reference: bool = False,
 ) -> Iterator[Evaluated]:
     """One by one in this process, with the CUDA extensions of later candidates built in the
     build lane meanwhile (each waits for its own build run, at most the compile limit)."""
-    lane = None if replay else lane_for(config)
+    judge = evaluate_compiled_reference if compiled_reference else evaluate
+    lane = None if replay or compiled_reference else lane_for(config)
     if lane is not None:
         for problem, source in pairs:
             lane.submit(problem, source)
@@ -114,7 +134,7 @@ def _evaluate_here(
             if lane is not None:
                 lane.wait(source, config.compile_timeout_s)
             log.info("%s: judging candidate %s", problem.key, source_hash(source))
-            result = evaluate(problem, source, config, store=store, use_cache=False)
+            result = judge(problem, source, config, store=store, use_cache=False)
             yield Evaluated(problem, source, result)
     finally:
         if lane is not None:

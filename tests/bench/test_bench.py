@@ -160,7 +160,9 @@ def test_no_cache_rewrites_and_evaluates_again(bench_run: BenchRun, tmp_path: Pa
     """A rerun reuses the stored rows, candidates and evaluations; with --no-cache it makes
     them again (the study's trials, records of what was tried, are kept)."""
     store = Path(shutil.copy(bench_run.store, tmp_path / "store.sqlite"))
-    done = invoke(bench_args(store, bench_run.problems, "--json", "--no-cache"))
+    # one budget and one round of the session's bench (a later option overrides the earlier)
+    args = bench_args(store, bench_run.problems, "--json", "--no-cache")
+    done = invoke([*args, "--budgets", "5", "--iterations", "1"])
     assert done.exit_code == 0, done.output
     stats = json.loads(done.stdout)["stats"]
     assert stats["rewrites_run"] == stats["rewrites"] > 0

@@ -19,7 +19,7 @@ runner = CliRunner()
 def test_optimize_evaluates_again_with_no_cache(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("AUTOPROFILER_EXAMPLE_SIZE", "small")
     args = ["optimize", str(EXAMPLE), "--device", "cpu", "--store", str(tmp_path / "s.sqlite")]
-    args += ["--candidates-dir", str(tmp_path / "candidates"), "--json"]
+    args += ["--candidates-dir", str(tmp_path / "candidates"), "--json", "--keep", "rewrite"]
 
     def from_cache(*extra: str) -> bool:
         result = runner.invoke(app, [*args, *extra])
@@ -45,6 +45,7 @@ def test_optimize_times_the_stored_reference_again_with_retime_reference(
     monkeypatch.setenv("AUTOPROFILER_EXAMPLE_SIZE", "small")
     args = ["optimize", str(EXAMPLE), "--device", "cpu", "--store", str(tmp_path / "s.sqlite")]
     args += ["--candidates-dir", str(tmp_path / "candidates"), "--json", "--no-cache"]
+    args += ["--keep", "rewrite"]  # one candidate: the reference's timing is what is tested
 
     def reference_ms(*extra: str) -> float:
         REFERENCES.close()  # each command a run of its own, as from a shell

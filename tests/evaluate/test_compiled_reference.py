@@ -81,3 +81,15 @@ def test_a_reference_that_does_not_build_is_a_reference_error() -> None:
     assert result.failure_kind is FailureKind.REFERENCE_ERROR
     assert result.failure_message.startswith("the reference: ")
     assert "\n" not in result.failure_message
+
+
+def test_an_executor_job_can_ask_for_the_trusted_verdict() -> None:
+    from autoprofiler.execute.evaluation import evaluate_job
+
+    broken = NOISY.replace("return []", "raise RuntimeError('no init inputs today')")
+    problem = problem_from_source(broken, "broken", "<test>")
+    _, trusted = evaluate_job(problem, compiled_candidate(problem), CONFIG, True)
+    _, as_candidate = evaluate_job(problem, compiled_candidate(problem), CONFIG)
+    assert trusted.failure_message.startswith("the reference: ")
+    assert not as_candidate.failure_message.startswith("the reference: ")
+    assert trusted.failure_kind is as_candidate.failure_kind is FailureKind.REFERENCE_ERROR
