@@ -76,12 +76,14 @@ class ProblemOutcome:
         profile: Profile,
         candidate: Candidate,
         result: EvalResult | None,
+        profile_hash: str | None = None,
     ) -> ProblemOutcome:
-        """The outcome of ``candidate`` (evaluated as ``result``; None when it was unusable)."""
+        """The outcome of ``candidate`` (evaluated as ``result``; None when it was unusable);
+        ``profile_hash``: the profile's ``content_hash`` when the caller has it already."""
         base = cls(
             problem=problem,
             problem_hash=profile.problem_hash,
-            profile_hash=profile.content_hash,
+            profile_hash=profile.content_hash if profile_hash is None else profile_hash,
             groups=tuple(profile.groups),
             skipped=tuple(s.group for s in profile.skipped),
             cost_s=profile.cost_s,

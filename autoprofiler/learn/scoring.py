@@ -160,9 +160,9 @@ class TreeScorer:
 
     def outcome(self, tree: ProfilingTree, problem: Problem) -> tuple[ProblemOutcome, Profile]:
         """Run ``tree`` for ``problem`` within the budget, rewrite from the profile, evaluate."""
-        profile = self._rewrite(tree, problem)
+        profile, key = self._rewrite(tree, problem)
         self._evaluate([problem])
-        return self._outcome(problem, profile), profile
+        return self._outcome(problem, profile, key), profile
 
     def score(self, tree: ProfilingTree, problems: Sequence[Problem]) -> TreeScore:
         """The objective's score of ``tree`` on ``problems`` (in their order).
@@ -170,13 +170,14 @@ class TreeScorer:
         Every problem is profiled and rewritten first; then the candidates not evaluated yet
         are evaluated together, on the executor's workers when there is one.
         """
-        profiles = {p.content_hash: self._rewrite(tree, p) for p in problems}
+        rewritten = {p.content_hash: self._rewrite(tree, p) for p in problems}
         self._evaluate(problems)
-        outcomes = [self._outcome(p, profiles[p.content_hash]) for p in problems]
-        return self.objective.score(outcomes, profiles)
+        outcomes = [self._outcome(p, *rewritten[p.content_hash]) for p in problems]
+        return self.objective.score(outcomes, {h: pk[0] for h, pk in rewritten.items()})
 
-    def _rewrite(self, tree: ProfilingTree, problem: Problem) -> Profile:
-        """Profile ``problem`` with ``tree`` and rewrite it once per profile (remembered)."""
+    def _rewrite(self, tree: ProfilingTree, problem: Problem) -> tuple[Profile, tuple[str, str]]:
+        """Profile ``problem`` with ``tree`` and rewrite it once per profile (remembered); the
+        profile and its key (problem and profile hashes)."""
         profile = run_tree(tree, problem, self.profiler, self.budget_s)
         key = (problem.content_hash, profile.content_hash)
         self.stats.rewrites += 1
@@ -192,7 +193,7 @@ class TreeScorer:
             self._memo[key] = (candidate, None)
             if candidate.usable:
                 self._unevaluated.append(key)
-        return profile
+        return profile, key
 
     def _evaluate(self, problems: Sequence[Problem]) -> None:
         """Evaluate the usable candidates rewritten for ``problems`` and not evaluated yet."""
@@ -217,6 +218,6 @@ class TreeScorer:
                 self.stats.evaluations += 1
                 self.stats.evaluation_hits += done.result.from_cache if index == 0 else 1
 
-    def _outcome(self, problem: Problem, profile: Profile) -> ProblemOutcome:
-        candidate, result = self._memo[(problem.content_hash, profile.content_hash)]
-        return ProblemOutcome.of(problem.key, profile, candidate, result)
+    def _outcome(self, problem: Problem, profile: Profile, key: tuple[str, str]) -> ProblemOutcome:
+        candidate, result = self._memo[key]
+        return ProblemOutcome.of(problem.key, profile, candidate, result, profile_hash=key[1])

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,6 +33,16 @@ class MetricGroup:
     cost_s: float = 0.0
     replay_passes: int = 0
     composite_of: tuple[str, ...] = ()
+
+
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind))
+
+
+def _fields(item: Any) -> dict[str, Any]:
+    """A flat dataclass's fields by name (what ``asdict`` gives, without its deep copies)."""
+    return {name: getattr(item, name) for name in _field_names(type(item))}
 
 
 @dataclass
@@ -124,8 +135,9 @@ class Profile:
 
         if self.shown is not None:
             return self.shown.content_hash
-        data = asdict(self)
-        text = json.dumps([data["metrics"], data["kernels"]], sort_keys=True, default=str)
+        metrics = {name: _fields(value) for name, value in self.metrics.items()}
+        kernels = [_fields(kernel) for kernel in self.kernels]
+        text = json.dumps([metrics, kernels], sort_keys=True, default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def merge(self, other: Profile) -> Profile:
