@@ -24,8 +24,8 @@ own prints go to stderr, so they cannot corrupt the channel):
   kernel replayed by CUPTI for the config's passes, the memory it touches saved and restored
   around each pass. ``user`` replay: the whole forward run once per pass (``forwards``), the
   L2 cache flushed before each; no memory is saved or restored, so a pass costs one forward, and
-  a kernel sees the cache its predecessors left, as it does unprofiled (ncu and kernel replay
-  flush it before every kernel). Without ``max_ranges`` the counter data holds the
+  a kernel sees the cache its predecessors left, as it does unprofiled (ncu, by default, flushes
+  it before every kernel). Without ``max_ranges`` the counter data holds the
   kernels one forward launched plus a margin (CUPTI's start and its counter data grow with the
   ranges they hold: about 1 ms per range on an H200); if ranges were dropped the step runs once
   more with room for ``DEFAULT_MAX_RANGES``. CUPTI names ranges by number; ``launches`` gives each
