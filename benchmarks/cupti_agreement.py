@@ -130,8 +130,8 @@ def replay_plan(specs: list[str], count: int) -> list[tuple[str, int]]:
     """``--replay`` as (mode, problems): ``user`` is every problem, ``kernel:8`` the first 8."""
     plan = []
     for spec in specs:
-        mode, _, limit = spec.partition(":")
-        if mode not in REPLAY_MODES or (limit and not limit.isdigit()):
+        mode, colon, limit = spec.partition(":")
+        if mode not in REPLAY_MODES or (colon and not limit.isdigit()):
             raise SystemExit(f"--replay {spec!r}: expected kernel or user, optionally :N")
         plan.append((mode, int(limit) if limit else count))
     return plan
@@ -569,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         "--export-recordings", type=Path, help="table: the CUPTI profiles, as recordings"
     )
     args = parser.parse_args(argv)
+    replay_plan(args.replay, args.count)  # a bad --replay is refused before anything runs
     if args.mode == "table":
         return table(args)
     if not args.problems:

@@ -247,18 +247,15 @@ def evaluate_compiled_reference(
     began = time.perf_counter()
     root = work_root or default_work_root()
     eager_only = replace(config, time_compile_baseline=False)
-    stage = "the reference"
+    failed = (FailureKind.REFERENCE_ERROR, "the reference")  # what a ReferenceError means now
     try:
         reference = REFERENCES.get(problem, config, _reference_env(config), root)
         reference_timings(reference, problem, eager_only, store, retime_reference)
-        stage = "torch.compile of the reference"
+        failed = (FailureKind.RUNTIME_ERROR, "torch.compile of the reference")
         timings = reference_timings(reference, problem, config, store, retime_reference)
     except ReferenceError as exc:
         result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
-        kind = (
-            FailureKind.REFERENCE_ERROR if stage == "the reference" else FailureKind.RUNTIME_ERROR
-        )
-        result.failure_kind, result.failure_message = kind, f"{stage}: {exc}"
+        result.failure_kind, result.failure_message = failed[0], f"{failed[1]}: {exc}"
     else:
         device = reference.device
         result = compiled_reference_verdict(problem, candidate_hash, config, device, timings)

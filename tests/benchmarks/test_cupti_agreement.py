@@ -65,3 +65,12 @@ def test_a_start_up_is_filed_cold_unless_the_worker_came_from_a_standby() -> Non
     assert tool({"worker": {"standby": False}}, first=False) == "cupti_cold"
     assert tool({"worker": {}}, first=True) == "cupti_cold"  # rows from before the flag
     assert tool({}, first=False) == "cupti"
+
+
+def test_the_replay_plan_runs_each_replay_on_its_share_of_the_problems() -> None:
+    assert cupti_agreement.replay_plan(["user", "kernel:6"], 24) == [("user", 24), ("kernel", 6)]
+    for bad in ("application", "user:six", "kernel:"):
+        with pytest.raises(SystemExit, match="expected kernel or user"):
+            cupti_agreement.replay_plan([bad], 24)
+    assert cupti_agreement.replay_of({"phase": "cupti"}) == "kernel"  # rows from before
+    assert cupti_agreement.replay_of({"phase": "cupti", "replay": "user"}) == "user"
