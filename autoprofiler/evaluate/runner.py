@@ -188,12 +188,9 @@ def evaluate(
     """
     config = config or EvalConfig()
     candidate_hash = source_hash(candidate_source)
-    if config.replay_device is not None:
-        return replay_evaluation(problem, candidate_hash, config, store)
-    if store is not None and use_cache:
-        cached = cached_evaluation(store, problem, candidate_source, config)
-        if cached is not None:
-            return cached
+    known = _known_result(problem, candidate_source, config, store, use_cache)
+    if known is not None:
+        return known
     began = time.perf_counter()
     root = work_root or default_work_root()
     work_dir, candidate_path = candidate_folder(root, candidate_source)
@@ -209,8 +206,32 @@ def evaluate(
         result = _judge_candidate(
             problem, candidate_hash, candidate_path, config, work_dir, reference, timings
         )
-    result.evaluator_version = EVALUATOR_VERSION
     _merge_static_findings(result, scan_source(candidate_source, problem.source))
+    return _finished(result, problem, candidate_source, config, store, began)
+
+
+def _known_result(
+    problem: Problem, candidate_source: str, config: EvalConfig, store: Store | None, cached: bool
+) -> EvalResult | None:
+    """The result that needs no run: the recorded one when replaying, else (``cached``) the
+    stored one; None when the candidate must be judged."""
+    if config.replay_device is not None:
+        return replay_evaluation(problem, source_hash(candidate_source), config, store)
+    if store is not None and cached:
+        return cached_evaluation(store, problem, candidate_source, config)
+    return None
+
+
+def _finished(
+    result: EvalResult,
+    problem: Problem,
+    candidate_source: str,
+    config: EvalConfig,
+    store: Store | None,
+    began: float,
+) -> EvalResult:
+    """``result`` stamped with the evaluator's version and its wall time, and stored."""
+    result.evaluator_version = EVALUATOR_VERSION
     result.wall_s = time.perf_counter() - began
     if store is not None:
         store_evaluation(store, problem, candidate_source, config, result)
@@ -238,12 +259,9 @@ def evaluate_compiled_reference(
     """
     config = replace(config or EvalConfig(), time_compile_baseline=True)
     candidate_hash = source_hash(candidate_source)
-    if config.replay_device is not None:
-        return replay_evaluation(problem, candidate_hash, config, store)
-    if store is not None and use_cache:
-        cached = cached_evaluation(store, problem, candidate_source, config)
-        if cached is not None:
-            return cached
+    known = _known_result(problem, candidate_source, config, store, use_cache)
+    if known is not None:
+        return known
     began = time.perf_counter()
     root = work_root or default_work_root()
     eager_only = replace(config, time_compile_baseline=False)
@@ -259,11 +277,7 @@ def evaluate_compiled_reference(
     else:
         device = reference.device
         result = compiled_reference_verdict(problem, candidate_hash, config, device, timings)
-    result.evaluator_version = EVALUATOR_VERSION
-    result.wall_s = time.perf_counter() - began
-    if store is not None:
-        store_evaluation(store, problem, candidate_source, config, result)
-    return result
+    return _finished(result, problem, candidate_source, config, store, began)
 
 
 def cached_evaluation(

@@ -8,21 +8,15 @@ import dataclasses
 
 import pytest
 
-from autoprofiler.evaluate import EvalConfig, FailureKind, evaluate, evaluate_compiled_reference
+from autoprofiler.evaluate import FailureKind, evaluate, evaluate_compiled_reference
 from autoprofiler.evaluate.baselines import compiled_candidate
 from autoprofiler.evaluate.runner import compile_check_seeds
 from autoprofiler.problem import problem_from_source
 from autoprofiler.store import Store
 
-CONFIG = EvalConfig(
-    device="cpu",
-    correctness_trials=3,
-    timing_budget_ms=20,
-    warmup_ms=2,
-    min_timing_trials=5,
-    compile_timeout_s=240,
-    run_timeout_s=60,
-)
+from .test_evaluate import FAST
+
+CONFIG = dataclasses.replace(FAST, compile_timeout_s=240, run_timeout_s=60)  # Inductor's C++
 
 NOISY = """import torch
 import torch.nn as nn
