@@ -115,11 +115,13 @@ def measure(args: argparse.Namespace) -> int:
     # One after another on one GPU, as `autoprofiler eval` and `bench` run them: where the
     # package has a build lane, the CUDA extensions of later candidates build meanwhile.
     results = evaluate_many(pairs, config, use_cache=False)
-    for index, (name, _, kind, _) in enumerate(chosen):
+    for done, evaluated in enumerate(results):
         if args.deadline_s and time.perf_counter() - began > args.deadline_s:
-            print(f"deadline reached after {index} candidates", flush=True)
+            print(f"deadline reached after {done} candidates", flush=True)
             break
-        result = next(results).result
+        index = int(evaluated.problem.name.removeprefix("p"))  # results pair by name
+        name, _, kind, _ = chosen[index]
+        result = evaluated.result
         wall, start = time.perf_counter() - start, time.perf_counter()
         timed = 0.0
         if result.candidate is not None:
@@ -147,8 +149,15 @@ def measure(args: argparse.Namespace) -> int:
 
 def all_candidates(count: int, kernelbench: Path | None) -> list[tuple[str, str, str, str]]:
     """The export's candidates, then KernelBench's extension examples (when a checkout is
-    given), in a fixed order."""
-    return candidates(count) + kernelbench_extensions(kernelbench)
+    given), in a fixed order, each (reference, candidate) pair once: the evaluator judges a
+    pair once however often it is asked (KernelBench's ``model_ex_1`` pair is its
+    ``model_ex_add`` one)."""
+    chosen, seen = [], set()
+    for entry in candidates(count) + kernelbench_extensions(kernelbench):
+        if (entry[1], entry[3]) not in seen:
+            seen.add((entry[1], entry[3]))
+            chosen.append(entry)
+    return chosen
 
 
 def report(rows_path: Path, markdown: Path | None) -> str:

@@ -12,9 +12,10 @@
 #     python benchmarks/cupti_agreement.py table --recordings \
 #         docs/results/data/kernelbench_h200.jsonl.gz --rows OUT/rows.jsonl
 # main: the main job (optimize examples/problems --tree examples/trees/expert.json), after
-#   (this checkout: CUPTI with user replay, then kernel replay) and, when OLD is given, before
-#   (that package: the code before these changes), each cut at MAIN_LIMIT_S seconds; rows are
-#   logged as problems finish (OUT/main-LABEL.jsonl), wall seconds in OUT/main-times.txt.
+#   (this checkout, CUPTI with user replay), when OLD is given before (that package: the code
+#   before these changes), and with MAIN_KERNEL=1 this checkout with kernel replay, each cut
+#   at MAIN_LIMIT_S seconds; rows are logged as problems finish (OUT/main-LABEL.jsonl), wall
+#   seconds in OUT/main-times.txt.
 set -u
 mode=${1:?agreement or main}
 OUT=${OUT:?the output folder}
@@ -45,8 +46,8 @@ elif [ "$mode" = main ]; then
     tail -40 "/tmp/main-$1.log" >> "$OUT/main-logs.txt"
   }
   run after-user "$PWD" user
-  run after-kernel "$PWD" kernel
   if [ -n "${OLD:-}" ]; then run before "$OLD" kernel; fi
+  if [ "${MAIN_KERNEL:-0}" = 1 ]; then run after-kernel "$PWD" kernel; fi
 else
   echo "unknown mode $mode: agreement or main" >&2
   exit 2

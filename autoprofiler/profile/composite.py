@@ -127,7 +127,7 @@ def hardware_from_env(environ: Mapping[str, str] | None = None) -> str:
 
 
 def cupti_replay_from_env(environ: Mapping[str, str] | None = None) -> str:
-    """``AUTOPROFILER_CUPTI_REPLAY`` (``kernel`` when unset); ``ProfilerError`` for another."""
+    """``AUTOPROFILER_CUPTI_REPLAY`` (``user`` when unset); ``ProfilerError`` for another."""
     from autoprofiler.profile.cupti_api import REPLAY_MODES
 
     return _choice_from_env(CUPTI_REPLAY_ENV, tuple(REPLAY_MODES), environ)

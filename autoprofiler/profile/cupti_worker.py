@@ -20,17 +20,20 @@ own prints go to stderr, so they cannot corrupt the channel):
   ``{"event": "collected", "metrics", "units", "kernels": [[range name, [value per metric]],
   ...], "passes", "replay", "forwards", "dropped", "max_ranges", "replay_s", "evaluate_s",
   "launches", "launched"}``: every kernel a forward launches is a range (auto range), the range
-  profiler enabled for that step alone. ``kernel`` replay (the default): one forward, each
-  kernel replayed by CUPTI for the config's passes, the memory it touches saved and restored
-  around each pass. ``user`` replay: the whole forward run once per pass (``forwards``), the
-  L2 cache flushed before each; no memory is saved or restored, so a pass costs one forward, and
-  a kernel sees the cache its predecessors left, as it does unprofiled (ncu, by default, flushes
-  it before every kernel). Without ``max_ranges`` the counter data holds the
-  kernels one forward launched plus a margin (CUPTI's start and its counter data grow with the
-  ranges they hold: about 1 ms per range on an H200); if ranges were dropped the step runs once
-  more with room for ``DEFAULT_MAX_RANGES``. CUPTI names ranges by number; ``launches`` gives each
-  range its kernel's name and launch configuration (empty when that forward launched another
-  number of kernels than the ranges: ``launched``);
+  profiler enabled for that step alone. ``kernel`` replay (for a request that names none): one
+  forward, each kernel replayed by CUPTI for the config's passes, the memory it touches saved
+  and restored around each pass. ``user`` replay: the whole forward run once per pass
+  (``forwards``), the L2 cache flushed before each; no memory is saved or restored, so a pass
+  costs one forward, and a kernel sees the cache its predecessors left, as it does unprofiled
+  (ncu, by default, flushes it before every kernel). A user-replayed step whose passes the
+  forwards did not complete (a forward that launches other kernels each time) is run again with
+  kernel replay: the answer's ``replay`` is then ``kernel`` and ``user_replay_failed`` says why.
+  Without ``max_ranges`` the counter data holds the kernels one forward launched plus a margin
+  (CUPTI's start and its counter data grow with the ranges they hold: about 1 ms per range on an
+  H200); if ranges were dropped the step runs once more with room for ``DEFAULT_MAX_RANGES``.
+  CUPTI names ranges by number; ``launches`` gives each range its kernel's name and launch
+  configuration (empty when that forward launched another number of kernels than the ranges:
+  ``launched``);
 - a request that fails -> ``{"event": "error", "error"}``; the worker goes on.
 
 End of input ends the worker.
@@ -58,6 +61,10 @@ ACTIVITY_ENV = "AUTOPROFILER_CUPTI_ACTIVITY"  # "0": launch records from torch.p
 RANGE_MARGIN = 32  # ranges beyond the kernels seen, for a forward that launches a few more
 EXTRA_FORWARDS = 2  # user replay: forwards beyond the config's passes before giving up
 FLUSH_BYTES = 256 * 2**20  # what is written to flush the L2 where its size is unknown
+
+
+class UserReplayIncomplete(RuntimeError):
+    """The forwards of a user-replayed step ended before CUPTI had every pass."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -200,7 +207,15 @@ class _Session:
             raise ValueError(f"replay {replay!r} is not one of {', '.join(REPLAY_MODES)}")
         launches = self.launches()
         ranges = max_ranges or (len(launches) + RANGE_MARGIN if launches else DEFAULT_MAX_RANGES)
-        answer = self._collect(list(dict.fromkeys(metrics)), ranges, replay)
+        try:
+            answer = self._collect(list(dict.fromkeys(metrics)), ranges, replay)
+        except UserReplayIncomplete as exc:
+            if replay != "user":
+                raise
+            sys.stderr.write(f"{exc}: replaying the step kernel by kernel\n")
+            answer = self.collect(metrics, max_ranges, "kernel")
+            answer["user_replay_failed"] = str(exc)
+            return answer
         if answer["dropped"] and max_ranges is None and ranges < DEFAULT_MAX_RANGES:
             first_s = sum(answer["timings"].values()) + answer["evaluate_s"]
             answer = self._collect(answer["metrics"], DEFAULT_MAX_RANGES, replay)
@@ -222,9 +237,9 @@ class _Session:
             torch.cuda.synchronize()
             if profiler.stop() or replay == "kernel":
                 return run
-        raise RuntimeError(
-            f"user replay: CUPTI still wanted passes after {runs} forwards ({passes} expected);"
-            " does the forward launch the same kernels every time?"
+        raise UserReplayIncomplete(
+            f"CUPTI still wanted passes after {runs} forwards ({passes} expected);"
+            " the forward may launch other kernels each time"
         )
 
     def flush_l2(self) -> None:

@@ -1,8 +1,9 @@
 """CuptiProfiler: the real worker's failure without a GPU, and the parent's side (pipes,
 deadlines, parsing, falling back to ncu) driven by answers a real worker gave on the H200
 (``tests/data/cupti/``: a worker's transcript, ``CuptiOptions.transcript``, of KernelBench
-L1/23 on the H200 with SpeedOfLight, MemoryWorkloadAnalysis, then Occupancy + LaunchStats;
-replayed by ``cupti_replay_worker.py``)."""
+L1/23 on the H200 with SpeedOfLight, MemoryWorkloadAnalysis, then Occupancy + LaunchStats, with
+user replay, and ``_kernel`` the same steps with kernel replay, both from one run; replayed by
+``cupti_replay_worker.py``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from autoprofiler.profile.cupti import (
     CuptiProfiler,
     cupti_metrics,
     known_refusals,
+    profile_from_answer,
 )
 from autoprofiler.profile.ncu_report import DURATION
 from autoprofiler.store import Store
@@ -329,35 +331,71 @@ def test_user_replay_runs_the_forward_once_per_pass_with_the_cache_flushed_befor
     with pytest.raises(RuntimeError, match="still wanted passes after 5 forwards"):
         session._forwards(stuck, "user", 3)
     assert stuck.stopped == 3 + cupti_worker.EXTRA_FORWARDS
-    with pytest.raises(ValueError, match="replay 'application' is not one of kernel, user"):
+    with pytest.raises(ValueError, match="replay 'application' is not one of user, kernel"):
         session.collect(["gpu__time_duration.sum"], replay="application")
 
 
 def test_the_replay_is_an_option_sent_to_the_worker_and_recorded_in_the_costs(
     tmp_path: Path,
 ) -> None:
-    def as_user_replay(answers: list[dict]) -> list[dict]:
-        return [{**a, "replay": "user"} if a.get("event") == "collected" else a for a in answers]
+    def worker(name: str) -> tuple[str, ...]:
+        folder = tmp_path / name
+        folder.mkdir()
+        return (sys.executable, str(REPLAY), "--answers", str(_answers(folder, name)))
 
-    answers = _answers(tmp_path, edit=as_user_replay)
-    worker = (sys.executable, str(REPLAY), "--answers", str(answers))
-    user = CuptiProfiler(options=CuptiOptions(worker=worker, replay="user"))
+    user = CuptiProfiler(options=CuptiOptions(worker=worker(RECORDED)))  # the default: user
     profile = user.collect(_example(RECORDED), [SOL])
     assert profile.group_costs[SOL.name].replay == "user"
     assert Profile.from_dict(profile.to_dict()).group_costs[SOL.name].replay == "user"
     user.close()
-    kernel = CuptiProfiler(options=CuptiOptions(worker=worker))  # asks for kernel replay
-    with pytest.raises(ProfilerError, match="recorded with user replay, asked for kernel"):
-        kernel.collect(_example(RECORDED), [SOL])
+    kernel_answers = worker(f"{RECORDED}_kernel")
+    kernel = CuptiProfiler(options=CuptiOptions(worker=kernel_answers, replay="kernel"))
+    same = kernel.collect(_example(RECORDED), [SOL])
+    assert same.group_costs[SOL.name].replay == "kernel"
     kernel.close()
+    # one run, both replays: the same SpeedOfLight figures to within a few percent
+    for metric in ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed"):
+        ours, theirs = profile.value(metric), same.value(metric)
+        assert ours is not None and theirs is not None and abs(ours - theirs) <= 0.05 * theirs
+    by_default = CuptiProfiler(options=CuptiOptions(worker=kernel_answers))  # asks for user
+    with pytest.raises(ProfilerError, match="recorded with kernel replay, asked for user"):
+        by_default.collect(_example(RECORDED), [SOL])
+    by_default.close()
     plain = Profile(problem_hash="h", group_costs={"static": GroupCost(0.1)}).to_dict()
     assert plain["group_costs"]["static"] == {"seconds": 0.1, "replay_passes": 0}
 
 
+def test_a_step_user_replay_cannot_finish_is_replayed_kernel_by_kernel_and_says_so() -> None:
+    """The worker's fallback, around the CUPTI calls that need a GPU; then the note the
+    parent writes into the profile."""
+    session = object.__new__(cupti_worker._Session)
+    session._launches = [{"name": "kernel"}]
+    asked: list[str] = []
+
+    def collect(metrics: list[str], ranges: int, replay: str) -> dict:
+        asked.append(replay)
+        if replay == "user":
+            raise cupti_worker.UserReplayIncomplete("CUPTI still wanted passes after 11 forwards")
+        return {"metrics": metrics, "dropped": 0, "replay": replay, "replay_s": 0.5,
+                "passes": 9, "kernels": [["0", [1.0]]], "launches": []}  # fmt: skip
+
+    session._collect = collect
+    answer = session.collect(["gpu__time_duration.sum"], replay="user")
+    assert asked == ["user", "kernel"] and answer["replay"] == "kernel"
+    assert "after 11 forwards" in answer["user_replay_failed"]
+    profile = profile_from_answer(_example(RECORDED), [SOL], answer)
+    assert profile.group_costs[SOL.name].replay == "kernel"
+    assert any(n.startswith("user replay gave up (CUPTI still wanted") for n in profile.notes)
+    asked.clear()
+    with pytest.raises(cupti_worker.UserReplayIncomplete):  # kernel replay has no fallback
+        session._collect = lambda m, r, replay: collect(m, r, "user")
+        session.collect(["gpu__time_duration.sum"], replay="kernel")
+
+
 def test_a_replay_that_is_not_known_is_a_one_line_error() -> None:
-    with pytest.raises(ProfilerError, match="CUPTI replay 'app' is not one of kernel, user"):
+    with pytest.raises(ProfilerError, match="CUPTI replay 'app' is not one of user, kernel"):
         CuptiOptions(replay="app")
-    assert cupti_replay_from_env({}) == "kernel"
+    assert cupti_replay_from_env({}) == "user" == CuptiOptions().replay
     assert cupti_replay_from_env({"AUTOPROFILER_CUPTI_REPLAY": " User "}) == "user"
     with pytest.raises(ProfilerError, match="AUTOPROFILER_CUPTI_REPLAY='pass' is not one of"):
         cupti_replay_from_env({"AUTOPROFILER_CUPTI_REPLAY": "pass"})

@@ -1,0 +1,56 @@
+"""The evaluator throughput benchmark's candidate list and its report (the measuring itself
+needs a GPU: ``docs/results/evaluator_throughput.md``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.benchmarks.conftest import ROOT, import_benchmark
+
+throughput = import_benchmark("evaluator_throughput")
+
+ADD = (
+    "import torch\nclass Model(torch.nn.Module):\n"
+    "    def forward(self, a, b):\n        return a + b\n"
+)
+
+
+def _checkout(tmp_path: Path) -> Path:
+    """A KernelBench-shaped prompts folder whose first two examples are the same pair, as
+    KernelBench's ``model_ex_1`` and ``model_ex_add`` are."""
+    prompts = tmp_path / "src" / "kernelbench" / "prompts"
+    (prompts / "few_shot").mkdir(parents=True)
+    for reference, candidate in throughput.EXTENSION_EXAMPLES[:2]:
+        (prompts / reference).write_text(ADD)
+        (prompts / candidate).write_text(ADD.replace("Model", "ModelNew"))
+    (prompts / "few_shot/model_ex_add.py").write_text(ADD + "\n")
+    (prompts / "few_shot/model_new_ex_add.py").write_text(ADD.replace("Model", "ModelNew"))
+    return tmp_path / "src"
+
+
+def test_each_pair_is_listed_once_so_results_and_names_line_up(tmp_path: Path) -> None:
+    chosen = throughput.all_candidates(12, _checkout(tmp_path))
+    pairs = [(problem, candidate) for _, problem, _, candidate in chosen]
+    exported = throughput.candidates(12)
+    assert len(pairs) == len(set(pairs)) == len(exported) + 2  # ex_1 and ex_add are one pair
+    extensions = [entry for entry in chosen if entry[2] == "load_inline"]
+    assert [name for name, *_ in extensions] == [
+        "kernelbench/model_new_ex_1", "kernelbench/model_new_ex_add"
+    ]  # fmt: skip
+    assert extensions[1][1].endswith("\n\n")  # the few-shot copy differs: it is kept
+
+
+def test_the_report_compares_the_candidates_both_evaluators_judged(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    lines = [
+        {"label": label, "index": index, "problem": f"p{index}", "kind": "other",
+         "correct": True, "wall_s": wall, "candidate_trials_s": 0.5}
+        for label, walls in (("new", [2.0, 2.0, 3.0]), ("old", [6.0, 4.0]))
+        for index, wall in enumerate(walls)
+    ]  # fmt: skip
+    rows.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    text = throughput.report(rows, None)
+    assert "| new | 3 | 7.0 | 25.7 | 2.00 | 1.50 | 4.0 (2) |" in text
+    assert "| old | 2 | 10.0 | 12.0 | 5.00 | 4.50 | 10.0 (2) |" in text
+    assert (ROOT / "benchmarks" / "evaluator_throughput.py").is_file()
