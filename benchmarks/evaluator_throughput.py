@@ -115,10 +115,7 @@ def measure(args: argparse.Namespace) -> int:
     # One after another on one GPU, as `autoprofiler eval` and `bench` run them: where the
     # package has a build lane, the CUDA extensions of later candidates build meanwhile.
     results = evaluate_many(pairs, config, use_cache=False)
-    for done, evaluated in enumerate(results):
-        if args.deadline_s and time.perf_counter() - began > args.deadline_s:
-            print(f"deadline reached after {done} candidates", flush=True)
-            break
+    for done, evaluated in enumerate(results, start=1):
         index = int(evaluated.problem.name.removeprefix("p"))  # results pair by name
         name, _, kind, _ = chosen[index]
         result = evaluated.result
@@ -143,6 +140,9 @@ def measure(args: argparse.Namespace) -> int:
         print(
             f"{args.label} {index} {kind}: {row['failure'] or 'correct'} {wall:.2f} s", flush=True
         )
+        if args.deadline_s and time.perf_counter() - began > args.deadline_s:
+            print(f"deadline reached after {done} candidates", flush=True)  # none more starts
+            break
     results.close()
     return 0
 
