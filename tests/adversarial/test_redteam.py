@@ -39,7 +39,8 @@ def test_the_suite_covers_at_least_fifteen_cheats() -> None:
 @pytest.mark.parametrize("case", [_param(case) for case in CPU_CASES])
 def test_cheat_is_rejected_or_flagged(case: Case, verdicts: dict[str, EvalResult]) -> None:
     result = verdicts[case.name]
-    assert not case.problems_with(result), (case.problems_with(result), result.findings)
+    timings = {"reference": result.reference, "candidate": result.candidate}
+    assert not case.problems_with(result), (case.problems_with(result), result.findings, timings)
 
 
 def test_an_honest_candidate_passes_every_check(tmp_path: Path) -> None:
