@@ -4,8 +4,11 @@
 by ``autoprofiler.evaluate.evaluate`` and by KernelBench's ``eval_kernel_against_ref`` (the
 candidate's verdict and time) and ``measure_ref_program_time`` (the reference's time), with
 KernelBench imported at run time from a checkout given by path (an outside tool, never part
-of this repository), each KernelBench call in a fresh subprocess with a time limit. Rows go to
-a JSONL file as they finish; a rerun skips pairs already there.
+of this repository), each KernelBench call in a fresh subprocess with a time limit; a
+problem's reference is timed by KernelBench once per run (as its own baseline times are).
+With ``--warm N`` KernelBench's calls first run N at a time to fill the compile caches that
+every process of the run shares. Rows go to a JSONL file as they finish; a rerun skips pairs
+already there.
 
     python benchmarks/kernelbench_crosscheck.py [--problems PROBLEMS.jsonl] \\
         --kernelbench .kernelbench/src \\
@@ -545,6 +548,59 @@ def _context(args: argparse.Namespace, gpu: str | None) -> dict:
     }
 
 
+def _eval_job(pair: Pair, problem: Any, source: str) -> dict:
+    """The KernelBench ``eval`` call for ``pair``."""
+    backend = "triton" if pair.kind == "triton" else "cuda"
+    return {"op": "eval", "reference": problem.source, "candidate": source, "backend": backend}
+
+
+def shared_compile_caches(root: Path) -> dict[str, str]:
+    """Inductor's and Triton's cache folders under ``root`` for every process of the run
+    (ours and KernelBench's), unless the caller chose their own; what is set."""
+    chosen = {}
+    for variable, folder in (
+        ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+        ("TRITON_CACHE_DIR", "triton"),
+    ):
+        if not os.environ.get(variable):
+            os.environ[variable] = chosen[variable] = str((root / folder).resolve())
+    return chosen
+
+
+def warm_compile_caches(
+    pairs: list[Pair],
+    problems: dict,
+    export: Export,
+    job_base: dict,
+    args: argparse.Namespace,
+    hard_stop: float,
+) -> None:
+    """KernelBench's ``eval`` call of each pair, ``args.warm`` at a time, before the timed pass:
+    torch.compile and Triton fill the shared caches here, so the timed pass (one call at a
+    time) loads its kernels instead of compiling them. Outcomes are thrown away: their
+    timings were taken side by side on one GPU."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [
+        {**job_base, **_eval_job(pair, problems[pair.problem_hash],
+                                 export.candidates[pair.candidate_hash]["source"])}
+        for pair in pairs if pair.problem_hash in problems
+    ]  # fmt: skip
+    began = time.monotonic()
+
+    def warm(job: dict) -> str:
+        limit = min(args.timeout_s, hard_stop - time.monotonic())
+        return run_kb(job, limit)["status"] if limit > 1 else "skipped"
+
+    with ThreadPoolExecutor(args.warm) as pool:
+        statuses = Counter(pool.map(warm, jobs))
+    print(
+        f"warmed the compile caches with {len(jobs)} KernelBench calls, {args.warm} at a time, "
+        f"in {time.monotonic() - began:.0f} s: {dict(statuses)}",
+        flush=True,
+    )
+
+
 def measure(args: argparse.Namespace) -> int:
     from autoprofiler.problem import Problem, ProblemError, load_problems
 
@@ -563,6 +619,9 @@ def measure(args: argparse.Namespace) -> int:
     print(f"{len(pairs)} pairs: {dict(Counter(p.kind for p in pairs))}", flush=True)
     for pair in pairs:
         print(f"  {pair.key} {pair.candidate_hash} {pair.kind} ({pair.transformation})")
+    caches = shared_compile_caches(Path(tempfile.gettempdir()) / "kb-crosscheck-caches")
+    if caches:
+        print(f"compile caches shared by every process of the run: {caches}", flush=True)
     # The workers start in a folder of their own: absolute paths.
     job_base = {
         "kernelbench": str(args.kernelbench.resolve()),
@@ -582,14 +641,23 @@ def measure(args: argparse.Namespace) -> int:
     for signature in probe.get("signatures", []):
         print(f"  {signature}", flush=True)
     context = {**_context(args, probe.get("gpu")), "kb_notes": probe.get("notes", [])}
-    done = {(r["problem_hash"], r["candidate_hash"]) for r in read_jsonl(args.out)}
+    recorded = read_jsonl(args.out)
+    done = {(r["problem_hash"], r["candidate_hash"]) for r in recorded}
+    # KernelBench times a problem's reference once (its baseline times); so does this run.
+    reference_times = {
+        r["problem_hash"]: r["kb_ref"] for r in recorded if r["kb_ref"].get("status") == "ok"
+    }
     hard_stop = started + args.deadline_s + args.grace_s
+    todo = [p for p in pairs if (p.problem_hash, p.candidate_hash) not in done]
+    if args.warm > 0:
+        warm_compile_caches(todo, problems, export, job_base, args, hard_stop)
     for pair in pairs:
         if (pair.problem_hash, pair.candidate_hash) in done:
             continue
         if time.monotonic() - started > args.deadline_s:
             print(f"deadline reached before {pair.key} {pair.candidate_hash}", flush=True)
             break
+        pair_began = time.monotonic()
         problem = problems.get(pair.problem_hash)
         if problem is None:
             print(f"skipped {pair.key}: not in {args.problems}", flush=True)
@@ -603,14 +671,12 @@ def measure(args: argparse.Namespace) -> int:
                     "ref_ms": None, "cand_ms": None}  # fmt: skip
         outcomes = []
         for job in (
-            {
-                "op": "eval",
-                "reference": problem.source,
-                "candidate": source,
-                "backend": "triton" if pair.kind == "triton" else "cuda",
-            },
+            _eval_job(pair, problem, source),
             {"op": "ref", "reference": problem.source, "name": pair.key},
         ):
+            if job["op"] == "ref" and pair.problem_hash in reference_times:
+                outcomes.append(reference_times[pair.problem_hash])
+                continue
             limit = min(args.timeout_s, hard_stop - time.monotonic())
             outcome = run_kb({**job_base, **job}, max(limit, 1.0))
             if outcome["status"] == "timeout" and limit < args.timeout_s:
@@ -621,7 +687,10 @@ def measure(args: argparse.Namespace) -> int:
                 )
                 return 0
             outcomes.append(outcome)
+        if outcomes[1].get("status") == "ok":
+            reference_times[pair.problem_hash] = outcomes[1]
         row = build_row(pair, ours, outcomes[0], outcomes[1], context)
+        row["pair_s"] = time.monotonic() - pair_began
         append_jsonl(args.out, row)
         print(
             f"{pair.key} {pair.kind}: ours {row['ours']['correct']} "
@@ -640,6 +709,12 @@ def measure(args: argparse.Namespace) -> int:
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _version(row: dict) -> str:
+    """`` (vN)``: the evaluator version that made our verdict, when the row says."""
+    version = row["ours"].get("evaluator_version")
+    return f" (v{version})" if version else ""
 
 
 def _verdict(value: bool | None) -> str:
@@ -680,6 +755,8 @@ def report_section(rows: list[dict], command: str = "") -> str:
     )
     commands = list(dict.fromkeys(r.get("command", "") for r in rows if r.get("command")))
     notes = sorted({n for r in rows for n in r.get("kb_notes", [])})
+    found = sorted({str(r["ours"].get("evaluator_version") or "?") for r in rows})
+    versions = "v" + ", v".join(found) if found else "?"
     first = rows[0] if rows else {}
     eval_args = _kwargs(first.get("kb_eval_args", {}))
     ref_args = _kwargs(first.get("kb_ref_args", {}))
@@ -702,12 +779,13 @@ def report_section(rows: list[dict], command: str = "") -> str:
             f"`eval_kernel_against_ref(ref, candidate, {eval_args}, build_dir=TMP, "
             "backend=B)` (B `'triton'` for Triton candidates, else `'cuda'`) for the verdict "
             f"and the candidate's time, `measure_ref_program_time(name, ref, {ref_args})` for "
-            "the reference's, each call in a fresh process. Its times are means (rounded by "
+            "the reference's (once per problem and run, as KernelBench's baseline times "
+            "are), each call in a fresh process. Its times are means (rounded by "
             "KernelBench to 3 significant digits) and its speedup the reference's mean over "
-            "the candidate's; ours are medians (evaluator v2: the reference timed in the "
-            "trusted reference process, the candidate in its own, each on a pool of distinct "
-            "inputs through the same loop), and our speedup the ratio of the medians. *ratio* "
-            "is our speedup over KernelBench's."
+            f"the candidate's; ours are medians (evaluator {versions}: the reference timed in "
+            "the trusted reference process, the candidate in its own, each on a pool of "
+            "distinct inputs through the same loop), and our speedup the ratio of the "
+            "medians. *ratio* is our speedup over KernelBench's."
             + (
                 f" Stand-ins and carried packages on KernelBench's side: {', '.join(notes)}."
                 if notes
@@ -722,7 +800,7 @@ def report_section(rows: list[dict], command: str = "") -> str:
     for r in rows:
         kind = f"{r['kind']} ({r['transformation']})" if r.get("transformation") else r["kind"]
         lines.append(
-            f"| {r['problem']} | {kind} | {_verdict(r['ours']['correct'])} | "
+            f"| {r['problem']} | {kind} | {_verdict(r['ours']['correct'])}{_version(r)} | "
             f"{_verdict(r.get('kb_correct'))} | {_fmt(r['ours']['ref_ms'], 4)} | "
             f"{_fmt(r['ours']['cand_ms'], 4)} | {_fmt(r.get('kb_ref_ms'), 4)} | "
             f"{_fmt(r.get('kb_cand_ms'), 4)} | {_fmt(r['ours']['speedup'])} | "
@@ -802,6 +880,12 @@ def main(argv: list[str] | None = None) -> int:
         help="abandon (unrecorded) a pair still running this long after it",
     )
     parser.add_argument("--timeout-s", type=float, default=600.0, help="per KernelBench call")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="first run KernelBench's calls N at a time to fill the compile caches (0: no)",
+    )
     parser.add_argument("--kb-worker", type=Path, help=argparse.SUPPRESS)
     add_report_arguments(parser, "docs/results/evaluator.md")
     args = parser.parse_args(argv)

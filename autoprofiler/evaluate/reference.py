@@ -365,8 +365,10 @@ class ReferenceProcess:
         )
         self._buffer = b""
         self._lock = threading.Lock()  # one request at a time, whichever thread asks
+        self.records_lock = threading.Lock()
         self.records: dict[tuple[str, str], dict] = {}  # (problem, kind) -> a "time" reply
         self.timed_here: set[tuple[str, str]] = set()  # those this process timed, not a store
+        self.confirmed: set[str] = set()  # problems whose reference was timed again after a win
         job = {"config": config.to_dict()}
         hello = self._exchange(job, START_TIMEOUT_S)
         self.device = hello["device"]
@@ -439,6 +441,15 @@ class ProblemReference:
         self.process.records[(self._hash, kind)] = record
         if timed_here:
             self.process.timed_here.add((self._hash, kind))
+
+    def claim_confirmation(self) -> bool:
+        """True the first time it is asked for this problem in this process (the caller then
+        times the reference again, see ``runner.confirm_reference``), False after."""
+        with self.process.records_lock:
+            if self._hash in self.process.confirmed:
+                return False
+            self.process.confirmed.add(self._hash)
+            return True
 
     def timed_here(self, kind: str) -> bool:
         """Whether this process timed ``kind`` for the problem itself."""

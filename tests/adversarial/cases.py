@@ -6,8 +6,9 @@ lines say what the evaluator must answer:
 - ``Verdict:`` ``correct`` or failure kinds joined by ``or`` (``wrong_values or cheat``);
 - ``Findings:`` finding names that must all be present;
 - ``Speedup-at-most:`` a number: the result's ``speedup`` must be None (not correct, or not
-  timed) or at most this (a verdict of ``correct`` needs ``Findings:`` or this: a cheat that
-  passes must be flagged or show no more than an honest speed);
+  timed) or at most this times an honest speed: the reference's (1x), or an honest rewrite's
+  timed in the same run when that is faster (a verdict of ``correct`` needs ``Findings:`` or
+  this: a cheat that passes must be flagged or show no more than an honest speed);
 - ``Problem:`` the problem file in ``tests/adversarial/`` it is judged against (default:
   ``redteam_problem.py``);
 - ``Device: cuda`` for a GPU-only trick (default: cpu);
@@ -55,6 +56,10 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x @ self.weight).clamp_min(0) * 2
 '''
+HONEST_SCALAR = HONEST.replace(
+    "def forward(self, x: torch.Tensor)", "def forward(self, x: torch.Tensor, scale: float)"
+).replace("clamp_min(0) * 2", "clamp_min(0) * scale")
+HONEST_REWRITES = {DEFAULT_PROBLEM: HONEST, "redteam_problem_scalar.py": HONEST_SCALAR}
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,9 @@ class Case:
     speedup_at_most: float | None = None
     problem: str = DEFAULT_PROBLEM
 
-    def problems_with(self, result: EvalResult) -> list[str]:
-        """What is wrong with ``result`` for this case (empty when it is as specified)."""
+    def problems_with(self, result: EvalResult, honest: EvalResult | None = None) -> list[str]:
+        """What is wrong with ``result`` for this case (empty when it is as specified);
+        ``honest``: an honest rewrite of the problem judged in the same run."""
         problems = []
         if outcome(result) not in self.verdicts:
             problems.append(f"verdict {outcome(result)} ({result.failure_message!r})")
@@ -80,8 +86,10 @@ class Case:
         if missing:
             problems.append(f"findings {sorted(missing)} missing")
         speedup, bound = result.speedup, self.speedup_at_most
-        if speedup is not None and bound is not None and speedup > bound:
-            problems.append(f"speedup {speedup:.3g}x above {bound:g}x")
+        par = max(1.0, (honest.speedup if honest is not None else None) or 1.0)
+        if speedup is not None and bound is not None and speedup > bound * par:
+            of = f" of an honest rewrite's {par:.3g}x" if par > 1 else ""
+            problems.append(f"speedup {speedup:.3g}x above {bound:g}x{of}")
         return problems
 
 
@@ -165,17 +173,33 @@ def redteam_problem(name: str = DEFAULT_PROBLEM) -> Problem:
     return load_file(HERE / name)
 
 
+@dataclass
+class RedTeamRun:
+    """The cases' results by name, and the honest rewrites' by problem file."""
+
+    results: dict[str, EvalResult]
+    honest: dict[str, EvalResult]
+
+    def problems_with(self, case: Case) -> list[str]:
+        return case.problems_with(self.results[case.name], self.honest.get(case.problem))
+
+
 def evaluate_cases(
     cases: Iterable[Case], work_root: Path, device: str = "cpu", workers: int = 2
-) -> dict[str, EvalResult]:
+) -> RedTeamRun:
     """Each case's result against its problem (each loaded once), evaluated in parallel
-    workers (each evaluation is its own process)."""
+    workers (each evaluation is its own process). First, one at a time, an honest rewrite of
+    each problem: its reference is then timed with nothing else running, and the rewrite
+    gives the speed an honest candidate gets in this run."""
     cases = list(cases)
-    problems = {name: redteam_problem(name) for name in {case.problem for case in cases}}
+    names = sorted({case.problem for case in cases})
+    problems = {name: redteam_problem(name) for name in names}
     config = replace(CONFIG, device=device)
 
-    def judge(case: Case) -> EvalResult:
-        return evaluate(problems[case.problem], case.source, config, work_root=work_root)
+    def judge(problem: str, source: str) -> EvalResult:
+        return evaluate(problems[problem], source, config, work_root=work_root)
 
+    honest = {name: judge(name, HONEST_REWRITES[name]) for name in names}
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip((case.name for case in cases), pool.map(judge, cases)))
+        results = pool.map(lambda case: judge(case.problem, case.source), cases)
+        return RedTeamRun(dict(zip((case.name for case in cases), results)), honest)

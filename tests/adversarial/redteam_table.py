@@ -33,7 +33,8 @@ Problem: `tests/adversarial/redteam_problem.py` (y = relu(x @ W) * 2, `batch_siz
 the file named under the case. A speedup is shown only for a correct result.
 Settings: {trials} correctness trials, a pool of distinct timed inputs whose outputs are checked,
 one trial at a second batch size, every seed drawn at run time; the verdict made outside the
-candidate's process (see docs/SECURITY.md).
+candidate's process (see docs/SECURITY.md). A speedup bound is over the faster of the
+reference and an honest rewrite of the problem judged first in the same run ({honest}).
 
 | case | trick | expected | verdict here | findings here | speedup here | caught? |
 |---|---|---|---|---|---|---|
@@ -44,7 +45,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _row(case: Case, result: EvalResult | None, device: str) -> str:
+def _row(case: Case, result: EvalResult | None, device: str, honest: EvalResult | None) -> str:
     name = case.name if case.problem == DEFAULT_PROBLEM else f"{case.name} ({case.problem})"
     expected = " or ".join(sorted(case.verdicts))
     if case.findings:
@@ -55,16 +56,20 @@ def _row(case: Case, result: EvalResult | None, device: str) -> str:
         cells = ["not run", "", "", f"GPU-only: no CUDA GPU on {device}"]
     else:
         findings = ", ".join(f"{f.name} ({f.severity})" for f in result.findings) or "none"
-        problems = case.problems_with(result)
+        problems = case.problems_with(result, honest)
         caught = "**no**: " + "; ".join(problems) if problems else "yes"
         if case.gap:
             caught = f"known gap: {case.gap}" if problems else "yes (gap closed)"
         verdict = outcome(result)
         if result.failure_message:
             verdict += f": {result.failure_message[:90]}"
-        speedup = "" if result.speedup is None else f"{result.speedup:.2f}x"
+        speedup = "" if result.speedup is None else _speed(result)
         cells = [verdict, findings, speedup, caught]
     return "| " + " | ".join(_cell(c) for c in [name, case.trick, expected, *cells]) + " |\n"
+
+
+def _speed(result: EvalResult) -> str:
+    return "not correct" if result.speedup is None else f"{result.speedup:.2f}x"
 
 
 def _gpu_faults(device: str) -> str:
@@ -84,17 +89,24 @@ def main(argv: list[str]) -> int:
     runnable = [c for c in cases if c.device == "cpu" or device == "cuda"]
     with tempfile.TemporaryDirectory() as work_root:
         log.info("evaluating %d cases", len(runnable))
-        results = evaluate_cases([c for c in runnable if c.device == "cpu"], Path(work_root))
+        run = evaluate_cases([c for c in runnable if c.device == "cpu"], Path(work_root))
+        results, honest = dict(run.results), {("cpu", p): r for p, r in run.honest.items()}
         gpu = [c for c in runnable if c.device == "cuda"]
         if gpu:
-            results |= evaluate_cases(gpu, Path(work_root), device="cuda", workers=1)
+            gpu_run = evaluate_cases(gpu, Path(work_root), device="cuda", workers=1)
+            results |= gpu_run.results
+            honest |= {("cuda", p): r for p, r in gpu_run.honest.items()}
     text = HEADER.format(
         machine=platform.machine(),
         torch=torch.__version__,
         device=device,
         trials=CONFIG.correctness_trials,
+        honest="; ".join(f"{p} on {d}: {_speed(r)}" for (d, p), r in sorted(honest.items())),
     )
-    text += "".join(_row(case, results.get(case.name), device) for case in cases)
+    text += "".join(
+        _row(case, results.get(case.name), device, honest.get((case.device, case.problem)))
+        for case in cases
+    )
     text += _gpu_faults(device)
     out.write_text(text, encoding="utf-8")
     log.info("wrote %s", out)

@@ -104,3 +104,20 @@ def test_loader_speedup_at_most_holds_for_a_failure() -> None:
     result.correct = False  # speedup is None unless correct
     assert result.speedup is None
     assert bare_case(speedup_at_most=3.0).problems_with(result) == ["verdict runtime_error ('')"]
+
+
+@pytest.mark.parametrize(
+    ("honest_ms", "problems"),
+    [
+        (0.25, []),  # an honest rewrite runs at 40x: the cheat's 100x is within 3x of it
+        (10.0, ["speedup 100x above 3x"]),  # slower than the reference: the bound is over 1x
+        (0.5, ["speedup 100x above 3x of an honest rewrite's 20x"]),
+    ],
+)
+def test_speedup_at_most_is_over_the_faster_honest_speed(
+    honest_ms: float, problems: list[str]
+) -> None:
+    honest = timed(10.0, honest_ms)
+    case = bare_case(speedup_at_most=3.0)
+    assert case.problems_with(timed(10.0, 0.1), honest) == problems
+    assert case.problems_with(timed(10.0, 4.0), honest) == []  # 2.5x: within 3x of any

@@ -7,17 +7,28 @@ evaluated once per module, two workers at a time.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
-from autoprofiler.evaluate import EvalResult, evaluate
+from autoprofiler.evaluate import evaluate
 
-from .cases import CONFIG, HONEST, Case, evaluate_cases, load_cases, redteam_problem
+from .cases import (
+    CONFIG,
+    HONEST_REWRITES,
+    Case,
+    RedTeamRun,
+    evaluate_cases,
+    load_cases,
+    redteam_problem,
+)
 
 CASES = load_cases()
+# An honest rewrite's speedup outside this range is warned about: the run's timings are off.
+HONEST_SPEEDUP = (0.25, 4.0)
 CPU_CASES = [case for case in CASES if case.device == "cpu"]
 GPU_CASES = [case for case in CASES if case.device == "cuda"]
 
@@ -28,8 +39,19 @@ def _param(case: Case):
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, EvalResult]:
-    return evaluate_cases(CPU_CASES, tmp_path_factory.mktemp("redteam"))
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> RedTeamRun:
+    run = evaluate_cases(CPU_CASES, tmp_path_factory.mktemp("redteam"))
+    for problem, result in run.honest.items():
+        if (
+            result.speedup is not None
+            and not HONEST_SPEEDUP[0] <= result.speedup <= HONEST_SPEEDUP[1]
+        ):
+            warnings.warn(
+                f"the honest rewrite of {problem} ran at {result.speedup:.3g}x"
+                f" (reference {result.reference}, candidate {result.candidate})",
+                stacklevel=1,
+            )
+    return run
 
 
 def test_the_suite_covers_at_least_fifteen_cheats() -> None:
@@ -37,14 +59,20 @@ def test_the_suite_covers_at_least_fifteen_cheats() -> None:
 
 
 @pytest.mark.parametrize("case", [_param(case) for case in CPU_CASES])
-def test_cheat_is_rejected_or_flagged(case: Case, verdicts: dict[str, EvalResult]) -> None:
-    result = verdicts[case.name]
-    timings = {"reference": result.reference, "candidate": result.candidate}
-    assert not case.problems_with(result), (case.problems_with(result), result.findings, timings)
+def test_cheat_is_rejected_or_flagged(case: Case, verdicts: RedTeamRun) -> None:
+    result, honest = verdicts.results[case.name], verdicts.honest[case.problem]
+    timings = {"reference": result.reference, "candidate": result.candidate,
+               "honest rewrite": honest.candidate}  # fmt: skip
+    assert not verdicts.problems_with(case), (
+        verdicts.problems_with(case),
+        result.findings,
+        timings,
+    )
 
 
-def test_an_honest_candidate_passes_every_check(tmp_path: Path) -> None:
-    result = evaluate(redteam_problem(), HONEST, CONFIG, work_root=tmp_path)
+@pytest.mark.parametrize("problem", sorted(HONEST_REWRITES))
+def test_an_honest_rewrite_passes_every_check(problem: str, verdicts: RedTeamRun) -> None:
+    result = verdicts.honest[problem]
     assert result.correct, result.failure_message
     assert result.findings == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -167,6 +168,10 @@ STAND_IN_EVAL = textwrap.dedent(
             timing_method="cuda_event", verbose=False, build_dir=None, device=None,
             backend="cuda", precision=None, check_for_excessive_speedup=True):
         assert measure_performance and num_correct_trials == 5 and num_perf_trials == 100
+        import os, pathlib
+        calls = pathlib.Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent / "eval_calls.txt"
+        with calls.open("a") as handle:
+            print(repr(custom_model_src[:20]), file=handle)
         if "@triton.jit" in custom_model_src:
             assert backend == "triton"
             return KernelExecResult(correctness=False, runtime=-1.0,
@@ -205,6 +210,8 @@ def test_measuring_loop_records_resumes_and_reports(
         return {"correct": True, "failure_kind": None, "failure_message": "", **times}
 
     monkeypatch.setattr(crosscheck, "_ours", ours)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "caches" / "inductor"))
+    (tmp_path / "caches").mkdir()
     out = tmp_path / "rows.jsonl"
     args = ["--problems", str(problems), "--kernelbench", str(kb / "src"),
             "--evaluations", str(EXPORT), "--pairs", "3", "--out", str(out)]  # fmt: skip
@@ -218,9 +225,19 @@ def test_measuring_loop_records_resumes_and_reports(
     assert "Output mismatch" in rows[2]["why"]
     assert crosscheck.main(args) == 0  # a rerun skips what is there
     assert len(out.read_text().splitlines()) == 3
+    calls = tmp_path / "caches" / "eval_calls.txt"
+    assert len(calls.read_text().splitlines()) == 3  # one KernelBench eval per pair
     page = tmp_path / "page.md"
     assert crosscheck.main(["--report", str(out), "--markdown", str(page)]) == 0
     assert "verdicts agree: 2/3 pairs judged by both" in page.read_text()
+
+    # --warm: each pair's eval runs once more before the timed pass, in parallel workers.
+    warm_out = tmp_path / "warm.jsonl"
+    warm_args = [*args[:-1], str(warm_out), "--warm", "2"]
+    assert crosscheck.main(warm_args) == 0
+    assert len(calls.read_text().splitlines()) == 3 + 2 * 3
+    warm_rows = [json.loads(line) for line in warm_out.read_text().splitlines()]
+    assert [r["kb_correct"] for r in warm_rows] == [r["kb_correct"] for r in rows]
 
     # Without --problems, the export's own problem sources are used.
     alone = tmp_path / "alone.jsonl"
@@ -229,3 +246,14 @@ def test_measuring_loop_records_resumes_and_reports(
     assert [json.loads(line)["problem"] for line in alone.read_text().splitlines()] == [
         rows[0]["problem"]
     ]
+
+
+def test_compile_caches_are_shared_unless_the_caller_chose(
+    crosscheck, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")  # unset in effect; restored afterwards
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/chosen/triton")
+    chosen = crosscheck.shared_compile_caches(tmp_path)
+    assert chosen == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+    assert os.environ["TRITON_CACHE_DIR"] == "/chosen/triton"

@@ -345,3 +345,43 @@ def test_a_stored_reference_timing_is_reused_and_retimed_once_a_run_on_request(
         assert retimed.reference.median_ms != first.reference.median_ms
         assert later.reference.median_ms == retimed.reference.median_ms
         assert store.count("baselines") == 1  # the stored timing is replaced, not added to
+
+
+def test_a_reference_timed_slow_is_timed_again_at_the_first_large_win(
+    scale_problem, tmp_path, caplog, monkeypatch
+):
+    """A stored reference timing ten times too slow (taken on a busy day) would make an
+    honest candidate a 10x win; the win has the reference timed again, once a run, and the
+    faster timing is kept, stored and used."""
+    from autoprofiler.evaluate import runner
+
+    timed = []
+    real_time_reference = runner._time_reference
+
+    def counting(*args, **kwargs):
+        timed.append(args[1])
+        return real_time_reference(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_time_reference", counting)
+    runner.REFERENCES.close()  # no warm process remembers a timing of this problem
+    with Store(tmp_path / "s.sqlite") as store:
+        first = evaluate(scale_problem, CORRECT, FAST, store=store)
+        assert timed == ["eager"]  # the first timing; an honest candidate confirms nothing
+        [(key, problem_hash, device, kind, stored)] = store.iter_baselines()
+        slow = {**stored, "stats": {k: v * 10 if k.endswith("_ms") else v
+                                    for k, v in stored["stats"].items()}}  # fmt: skip
+        store.put_baseline(key, problem_hash, device, kind, slow)
+        runner.REFERENCES.close()  # a new run: the slow timing comes from the store
+        with caplog.at_level("WARNING", logger="autoprofiler.evaluate.runner"):
+            again = evaluate(scale_problem, CORRECT + "# again\n", FAST, store=store)
+            third = evaluate(scale_problem, CORRECT + "# third\n", FAST, store=store)
+        assert timed == ["eager", "eager"]  # once in this run, not for every candidate
+        kept = [
+            r.getMessage() for r in caplog.records if "the faster one is kept" in r.getMessage()
+        ]
+        assert len(kept) == 1, kept
+        assert again.speedup < runner.CONFIRM_SPEEDUP  # the honest speed, not a 10x win
+        assert again.reference.median_ms < slow["stats"]["median_ms"]
+        assert third.reference.median_ms == again.reference.median_ms
+        assert store.get_baseline(key)["stats"]["median_ms"] == again.reference.median_ms
+    assert first.correct and again.correct and third.correct
