@@ -171,8 +171,8 @@ MATMUL = textwrap.dedent(
     import torch
     import torch.nn as nn
 
-    batch_size = 2048
-    FEATURES = 2048
+    batch_size = 256
+    FEATURES = 8192
 
 
     class Model(nn.Module):
@@ -197,11 +197,12 @@ MATMUL = textwrap.dedent(
 @pytest.mark.slow
 def test_times_forged_in_the_candidates_process_are_refused_by_the_wall_clock(tmp_path):
     """The candidate rewrites its own process's clock; the caller's clock disagrees. (A problem
-    whose calls take tens of milliseconds, so that the trials, not the loop's own work, fill
-    the timing phase: on the CPU the tolerance is 2.5x + 0.5 s.)"""
+    whose calls take about 0.1 s on small inputs, so that the trials, not the making of the
+    inputs or the loop's own work, fill the timing phase: on the CPU the tolerance is 2.5x +
+    0.5 s, and a phase of 40 such trials is several times what a fiftieth of them allows.)"""
     problem = Problem(name="matmul", source=MATMUL, origin="<test>")
     config = EvalConfig(
-        device="cpu", timing_budget_ms=6000, max_timing_trials=2000, other_shape=False
+        device="cpu", timing_budget_ms=6000, max_timing_trials=40, other_shape=False
     )
     result = evaluate(problem, FORGES_ITS_TIMES, config, work_root=tmp_path)
     found = {f.name: f.severity for f in result.findings}
