@@ -669,6 +669,7 @@ def measure(args: argparse.Namespace) -> int:
             ours = {"correct": False, "failure_kind": "harness_error", "speedup": None,
                     "failure_message": f"{type(exc).__name__}: {exc}"[:600],
                     "ref_ms": None, "cand_ms": None}  # fmt: skip
+        print(f"  ours done after {time.monotonic() - pair_began:.1f} s", flush=True)
         outcomes = []
         for job in (
             _eval_job(pair, problem, source),
@@ -681,11 +682,16 @@ def measure(args: argparse.Namespace) -> int:
             outcome = run_kb({**job_base, **job}, max(limit, 1.0))
             if outcome["status"] == "timeout" and limit < args.timeout_s:
                 print(
-                    f"stopped: the deadline cut {pair.key} {pair.candidate_hash} short; "
-                    "not recorded",
+                    f"stopped: the deadline cut {pair.key} {pair.candidate_hash} short in "
+                    f"KernelBench's {job['op']} call; not recorded",
                     flush=True,
                 )
                 return 0
+            print(
+                f"  KernelBench {job['op']} {outcome['status']} after "
+                f"{time.monotonic() - pair_began:.1f} s",
+                flush=True,
+            )
             outcomes.append(outcome)
         if outcomes[1].get("status") == "ok":
             reference_times[pair.problem_hash] = outcomes[1]
