@@ -641,12 +641,9 @@ def measure(args: argparse.Namespace) -> int:
     for signature in probe.get("signatures", []):
         print(f"  {signature}", flush=True)
     context = {**_context(args, probe.get("gpu")), "kb_notes": probe.get("notes", [])}
-    recorded = read_jsonl(args.out)
-    done = {(r["problem_hash"], r["candidate_hash"]) for r in recorded}
+    done = {(r["problem_hash"], r["candidate_hash"]) for r in read_jsonl(args.out)}
     # KernelBench times a problem's reference once (its baseline times); so does this run.
-    reference_times = {
-        r["problem_hash"]: r["kb_ref"] for r in recorded if r["kb_ref"].get("status") == "ok"
-    }
+    reference_times: dict[str, dict] = {}
     hard_stop = started + args.deadline_s + args.grace_s
     todo = [p for p in pairs if (p.problem_hash, p.candidate_hash) not in done]
     if args.warm > 0:
@@ -697,6 +694,7 @@ def measure(args: argparse.Namespace) -> int:
             reference_times[pair.problem_hash] = outcomes[1]
         row = build_row(pair, ours, outcomes[0], outcomes[1], context)
         row["pair_s"] = time.monotonic() - pair_began
+        row["kb_ref_timed_per"] = "problem"
         append_jsonl(args.out, row)
         print(
             f"{pair.key} {pair.kind}: ours {row['ours']['correct']} "
@@ -763,6 +761,15 @@ def report_section(rows: list[dict], command: str = "") -> str:
     notes = sorted({n for r in rows for n in r.get("kb_notes", [])})
     found = sorted({str(r["ours"].get("evaluator_version") or "?") for r in rows})
     versions = "v" + ", v".join(found) if found else "?"
+    scopes = {
+        "pair": "timed for each pair",
+        "problem": "timed once per problem and run, as KernelBench's baseline times are",
+    }
+    scope = "; ".join(
+        text
+        for name, text in scopes.items()
+        if any(r.get("kb_ref_timed_per", "pair") == name for r in rows)
+    )
     first = rows[0] if rows else {}
     eval_args = _kwargs(first.get("kb_eval_args", {}))
     ref_args = _kwargs(first.get("kb_ref_args", {}))
@@ -785,8 +792,8 @@ def report_section(rows: list[dict], command: str = "") -> str:
             f"`eval_kernel_against_ref(ref, candidate, {eval_args}, build_dir=TMP, "
             "backend=B)` (B `'triton'` for Triton candidates, else `'cuda'`) for the verdict "
             f"and the candidate's time, `measure_ref_program_time(name, ref, {ref_args})` for "
-            "the reference's (once per problem and run, as KernelBench's baseline times "
-            "are), each call in a fresh process. Its times are means (rounded by "
+            f"the reference's ({scope}), each call in a fresh process. Its times are means "
+            "(rounded by "
             "KernelBench to 3 significant digits) and its speedup the reference's mean over "
             f"the candidate's; ours are medians (evaluator {versions}: the reference timed in "
             "the trusted reference process, the candidate in its own, each on a pool of "

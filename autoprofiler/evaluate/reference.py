@@ -365,7 +365,7 @@ class ReferenceProcess:
         )
         self._buffer = b""
         self._lock = threading.Lock()  # one request at a time, whichever thread asks
-        self.records_lock = threading.Lock()
+        self.confirm_lock = threading.Lock()  # guards ``confirmed``
         self.records: dict[tuple[str, str], dict] = {}  # (problem, kind) -> a "time" reply
         self.timed_here: set[tuple[str, str]] = set()  # those this process timed, not a store
         self.confirmed: set[str] = set()  # problems whose reference was timed again after a win
@@ -445,7 +445,7 @@ class ProblemReference:
     def claim_confirmation(self) -> bool:
         """True the first time it is asked for this problem in this process (the caller then
         times the reference again, see ``runner.confirm_reference``), False after."""
-        with self.process.records_lock:
+        with self.process.confirm_lock:
             if self._hash in self.process.confirmed:
                 return False
             self.process.confirmed.add(self._hash)

@@ -183,8 +183,9 @@ def evaluate(
     a failed or refused ``EvalResult``; the caller never crashes or hangs. With a store, a
     result for the same problem, candidate, device, configuration and evaluator version is
     reused, and the reference's timings are stored per problem, device and settings (timed
-    again with ``retime_reference``, the drift logged). A sandbox that cannot be used raises
-    :class:`~autoprofiler.evaluate.sandbox.SandboxError`.
+    again with ``retime_reference``, the drift logged; and once a run after a candidate first
+    beats them by more than ``CONFIRM_SPEEDUP``, the faster timing kept). A sandbox that
+    cannot be used raises :class:`~autoprofiler.evaluate.sandbox.SandboxError`.
 
     With ``config.replay_device`` set, nothing runs: the result recorded on that device is
     returned (``autoprofiler.evaluate.recorded``), or a ``NOT_RECORDED`` failure.

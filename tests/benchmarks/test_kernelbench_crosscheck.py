@@ -185,6 +185,10 @@ STAND_IN_TIMING = textwrap.dedent(
             discard_first=1, timing_method="cuda_event", use_torch_compile=False,
             torch_compile_backend="inductor", torch_compile_options="default", device=None,
             verbose=False, precision="fp32"):
+        import os, pathlib
+        calls = pathlib.Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent / "ref_calls.txt"
+        with calls.open("a") as handle:
+            print(ref_arch_name, file=handle)
         return {"mean": 4.0, "std": 0.01, "num_trials": num_trials}
     """
 )
@@ -227,6 +231,10 @@ def test_measuring_loop_records_resumes_and_reports(
     assert len(out.read_text().splitlines()) == 3
     calls = tmp_path / "caches" / "eval_calls.txt"
     assert len(calls.read_text().splitlines()) == 3  # one KernelBench eval per pair
+    # ... and one reference timing per problem: the two L1/1 pairs share theirs.
+    referenced = (tmp_path / "caches" / "ref_calls.txt").read_text().splitlines()
+    assert referenced == [rows[0]["problem"], rows[2]["problem"]]
+    assert rows[1]["kb_ref"] == rows[0]["kb_ref"] and rows[1]["kb_ref_timed_per"] == "problem"
     page = tmp_path / "page.md"
     assert crosscheck.main(["--report", str(out), "--markdown", str(page)]) == 0
     assert "verdicts agree: 2/3 pairs judged by both" in page.read_text()
