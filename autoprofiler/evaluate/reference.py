@@ -368,7 +368,7 @@ class ReferenceProcess:
         self.confirm_lock = threading.Lock()  # guards ``confirmed``
         self.records: dict[tuple[str, str], dict] = {}  # (problem, kind) -> a "time" reply
         self.timed_here: set[tuple[str, str]] = set()  # those this process timed, not a store
-        self.confirmed: set[str] = set()  # problems whose reference was timed again after a win
+        self.confirmed: set[tuple[str, str]] = set()  # (problem, kind) timed again after a win
         job = {"config": config.to_dict()}
         hello = self._exchange(job, START_TIMEOUT_S)
         self.device = hello["device"]
@@ -442,13 +442,13 @@ class ProblemReference:
         if timed_here:
             self.process.timed_here.add((self._hash, kind))
 
-    def claim_confirmation(self) -> bool:
-        """True the first time it is asked for this problem in this process (the caller then
-        times the reference again, see ``runner.confirm_reference``), False after."""
+    def claim_confirmation(self, kind: str) -> bool:
+        """True the first time it is asked for this problem and ``kind`` in this process (the
+        caller then times it again, see ``runner.confirm_reference``), False after."""
         with self.process.confirm_lock:
-            if self._hash in self.process.confirmed:
+            if (self._hash, kind) in self.process.confirmed:
                 return False
-            self.process.confirmed.add(self._hash)
+            self.process.confirmed.add((self._hash, kind))
             return True
 
     def timed_here(self, kind: str) -> bool:

@@ -74,6 +74,7 @@ OUT_OF_MEMORY_MARKERS = ("out of memory", "memoryerror", "allocate memory")
 # A correct candidate this much faster than the reference has the reference timed again
 # (once per reference process and problem; see confirm_reference).
 CONFIRM_SPEEDUP = 2.0
+UNSTABLE_LABELS = {"eager": "reference", "compile": "compile"}  # as EvalResult.unstable says
 REFERENCES = ReferencePool()
 ZYGOTES = ZygotePool()
 
@@ -381,42 +382,63 @@ def confirm_reference(
     store: Store | None,
     timings: dict[str, dict],
 ) -> None:
-    """Time the eager reference again when ``result`` beats it by more than
-    ``CONFIRM_SPEEDUP``, once per reference process and problem; keep (and store) the faster
-    of the two timings and make ``result`` use it.
+    """Time the reference (and the torch.compile baseline, when it was timed) again when
+    ``result`` beats it by more than ``CONFIRM_SPEEDUP``, once per reference process, problem
+    and kind; keep (and store) the faster of the two timings and make ``result`` use it.
 
     A busy machine only ever slows a timing down. A reference timed in a busy moment, here or
     on the day it was stored, would credit every later candidate with speed it did not earn;
     the first large win of a run is where that shows, and one more timing settles it.
     """
-    speedup = result.speedup
-    if speedup is None or speedup <= CONFIRM_SPEEDUP or not reference.claim_confirmation():
-        return
-    known = timings["eager"]
+    wins = {"eager": result.speedup, "compile": result.speedup_vs_compile}
+    for kind, speedup in wins.items():
+        if speedup is None or speedup <= CONFIRM_SPEEDUP or not reference.claim_confirmation(kind):
+            continue
+        fresh = _faster_timing(reference, problem, config, kind, timings[kind], speedup)
+        if fresh is None:
+            continue
+        if store is not None:
+            key = _baseline_key(problem, config, kind)
+            store.put_baseline(key, problem.content_hash, reference.device, kind, fresh)
+        timings[kind] = fresh
+        label = UNSTABLE_LABELS[kind]
+        if kind == "eager":
+            result.reference = TimingStats(**fresh["stats"])
+        else:
+            result.compiled_reference = TimingStats(**fresh["stats"])
+        result.unstable = [u for u in result.unstable if u != label]
+        if fresh["unstable"]:
+            result.unstable.insert(0, label)
+
+
+def _faster_timing(
+    reference: ProblemReference,
+    problem: Problem,
+    config: EvalConfig,
+    kind: str,
+    known: dict,
+    speedup: float,
+) -> dict | None:
+    """A new timing of ``kind``, kept in the reference process, when it is faster than
+    ``known``; None when it is not, or could not be made (logged either way)."""
     try:
-        fresh = _time_reference(reference, "eager", config)
+        fresh = _time_reference(reference, kind, config)
     except ReferenceError as exc:
-        log.warning("%s: the reference could not be timed again: %s", problem.name, exc)
-        return
+        log.warning("%s: the %s reference could not be timed again: %s", problem.name, kind, exc)
+        return None
     drift = fresh["stats"]["median_ms"] / known["stats"]["median_ms"]
     if drift >= 1.0:
-        log.info("%s: reference confirmed after a %.2fx win (%.3fx)", problem.name, speedup, drift)
-        return
+        log.info("%s: %s reference confirmed after a %.2fx win (%.3fx)",
+                 problem.name, kind, speedup, drift)  # fmt: skip
+        return None
     log.warning(
-        "%s: after a %.2fx win the reference was timed again at %.3fx of the median in use;"
+        "%s: after a %.2fx win the %s reference was timed again at %.3fx of the median in use;"
         " the faster one is kept",
-        problem.name, speedup, drift,
+        problem.name, speedup, kind, drift,
     )  # fmt: skip
     fresh["drift"] = drift
-    reference.keep("eager", fresh, timed_here=True)
-    if store is not None:
-        key = _baseline_key(problem, config, "eager")
-        store.put_baseline(key, problem.content_hash, reference.device, "eager", fresh)
-    timings["eager"] = fresh
-    result.reference = TimingStats(**fresh["stats"])
-    result.unstable = [u for u in result.unstable if u != "reference"]
-    if fresh["unstable"]:
-        result.unstable.insert(0, "reference")
+    reference.keep(kind, fresh, timed_here=True)
+    return fresh
 
 
 def compile_check_seeds(config: EvalConfig) -> list[int]:

@@ -87,3 +87,31 @@ def test_an_executor_job_can_ask_for_the_trusted_verdict() -> None:
     assert trusted.failure_message.startswith("the reference: ")
     assert not as_candidate.failure_message.startswith("the reference: ")
     assert trusted.failure_kind is as_candidate.failure_kind is FailureKind.REFERENCE_ERROR
+
+
+@pytest.mark.slow
+def test_a_compile_baseline_timed_slow_is_timed_again_at_the_first_large_win(
+    scale_problem, tmp_path
+) -> None:
+    """As for the reference (test_evaluate): a stored torch.compile timing ten times too slow
+    would make a torch.compile candidate a 10x win over it; the win has it timed again."""
+    from autoprofiler.evaluate import runner
+
+    timed = dataclasses.replace(CONFIG, time_compile_baseline=True)
+    source = compiled_candidate(scale_problem)
+    runner.REFERENCES.close()  # no warm process remembers a timing of this problem
+    with Store(tmp_path / "s.sqlite") as store:
+        first = evaluate(scale_problem, source, timed, store=store)
+        assert first.correct, first.failure_message
+        key, problem_hash, device, kind, stored = next(
+            row for row in store.iter_baselines() if row[3] == "compile"
+        )
+        slow = {**stored, "stats": {k: v * 10 if k.endswith("_ms") else v
+                                    for k, v in stored["stats"].items()}}  # fmt: skip
+        store.put_baseline(key, problem_hash, device, kind, slow)
+        runner.REFERENCES.close()  # a new run: the slow timing comes from the store
+        again = evaluate(scale_problem, source + "# again\n", timed, store=store)
+        assert again.correct, again.failure_message
+        assert again.speedup_vs_compile < runner.CONFIRM_SPEEDUP
+        assert again.compiled_reference.median_ms < slow["stats"]["median_ms"]
+        assert store.get_baseline(key)["stats"]["median_ms"] == again.compiled_reference.median_ms
