@@ -71,8 +71,8 @@ WORK_FOLDERS = {
 TEMPORARY_FOLDER = {"TMPDIR": "tmp"}
 SANDBOX_FOLDERS = {**WORK_FOLDERS, **TEMPORARY_FOLDER}
 OUT_OF_MEMORY_MARKERS = ("out of memory", "memoryerror", "allocate memory")
-# A correct candidate this much faster than the reference has the reference timed again
-# (once per reference process and problem; see confirm_reference).
+# A correct candidate this much faster than the reference (or the torch.compile baseline)
+# has it timed again (once per reference process, problem and kind; see confirm_reference).
 CONFIRM_SPEEDUP = 2.0
 UNSTABLE_LABELS = {"eager": "reference", "compile": "compile"}  # as EvalResult.unstable says
 REFERENCES = ReferencePool()
