@@ -46,7 +46,7 @@ import time
 import types
 import zipfile
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,12 +120,14 @@ class Pair:
 
 @dataclass
 class Export:
-    """What a recorded-evaluations export holds: problems by hash, candidates by hash, and the
-    evaluations (problem hash, candidate hash) in file order."""
+    """What a recorded-evaluations export holds: problems by hash, candidates by hash, the
+    evaluations (problem hash, candidate hash) in file order, and the first recorded result of
+    each."""
 
     problems: dict[str, dict]
     candidates: dict[str, dict]
     evaluations: list[tuple[str, str]]
+    results: dict[tuple[str, str], dict] = field(default_factory=dict)
 
 
 def read_export(path: Path) -> Export:
@@ -135,6 +137,7 @@ def read_export(path: Path) -> Export:
     problems: dict[str, dict] = {}
     candidates: dict[str, dict] = {}
     evaluations: list[tuple[str, str]] = []
+    results: dict[tuple[str, str], dict] = {}
     try:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             header = json.loads(handle.readline() or "{}")
@@ -147,10 +150,24 @@ def read_export(path: Path) -> Export:
                 elif "candidate" in row:
                     candidates[row["candidate"]] = row
                 elif "evaluation" in row:
-                    evaluations.append((row["problem_hash"], row["candidate_hash"]))
+                    pair = (row["problem_hash"], row["candidate_hash"])
+                    evaluations.append(pair)
+                    results.setdefault(pair, row.get("result") or {})
     except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as exc:
         raise UsageError(f"{path}: cannot read the evaluations export: {exc}") from None
-    return Export(problems, candidates, evaluations)
+    return Export(problems, candidates, evaluations, results)
+
+
+def recorded_verdict(result: dict) -> dict:
+    """The verdict an export recorded for a pair, as the rows keep it."""
+    findings = result.get("findings") or []
+    return {
+        "correct": result.get("correct"),
+        "failure_kind": result.get("failure_kind"),
+        "speedup": result.get("speedup"),
+        "flagged": sorted({f.get("name") for f in findings if f.get("severity") == "flag"}),
+        "evaluator_version": result.get("evaluator_version") or "1",
+    }
 
 
 def candidate_kind(source: str) -> str:
@@ -484,8 +501,11 @@ def _positive(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def build_row(pair: Pair, ours: dict, kb: dict, kb_ref: dict, context: dict) -> dict:
-    """The row for one pair: both verdicts, times, speedups, their ratio and the reasons."""
+def build_row(
+    pair: Pair, ours: dict, kb: dict, kb_ref: dict, context: dict, recorded: dict | None = None
+) -> dict:
+    """The row for one pair: both verdicts, times, speedups, their ratio and the reasons, and
+    the verdict the export recorded (``recorded``, made by an earlier evaluator) if given."""
     result = kb.get("result") or {}
     kb_cand = _positive(result.get("runtime"))
     kb_ref_ms = _positive((kb_ref.get("stats") or {}).get("mean"))
@@ -515,6 +535,7 @@ def build_row(pair: Pair, ours: dict, kb: dict, kb_ref: dict, context: dict) -> 
         "speedup_ratio": ratio,
         "agree": None if verdict is None else verdict == ours["correct"],
         "why": " | ".join(r.replace("\n", " ")[:600] for r in reasons),
+        **({"recorded": recorded_verdict(recorded)} if recorded else {}),
         **context,
     }
 
@@ -692,7 +713,8 @@ def measure(args: argparse.Namespace) -> int:
             outcomes.append(outcome)
         if outcomes[1].get("status") == "ok":
             reference_times[pair.problem_hash] = outcomes[1]
-        row = build_row(pair, ours, outcomes[0], outcomes[1], context)
+        recorded = export.results.get((pair.problem_hash, pair.candidate_hash))
+        row = build_row(pair, ours, outcomes[0], outcomes[1], context, recorded)
         row["pair_s"] = time.monotonic() - pair_began
         row["kb_ref_timed_per"] = "problem"
         append_jsonl(args.out, row)
@@ -830,6 +852,7 @@ def report_section(rows: list[dict], command: str = "") -> str:
         f"timed by both; goal within {SPEEDUP_GOAL:.0%}: {'met' if met else 'not met'}; "
         f"{within}/{len(ratios)} pairs within {SPEEDUP_GOAL:.0%}"
         + (f"; extremes {_fmt(min(ratios))} and {_fmt(max(ratios))}" if ratios else ""),
+        *against_recorded(rows),
         "",
     ]
     if disagree or unjudged:
@@ -847,6 +870,47 @@ def report_section(rows: list[dict], command: str = "") -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def _outcome(verdict: dict) -> str:
+    kind = verdict.get("failure_kind")
+    return _verdict(verdict.get("correct")) + (f" ({kind})" if kind else "")
+
+
+def against_recorded(rows: list[dict]) -> list[str]:
+    """Bullets comparing our verdicts here with those the export recorded for the same pairs
+    (an earlier evaluator's): how many verdicts changed, which, and the speedups' ratio."""
+    both = [r for r in rows if r.get("recorded")]
+    if not both:
+        return []
+    versions = sorted({str(r["recorded"].get("evaluator_version")) for r in both})
+    changed = [
+        r
+        for r in both
+        if (r["recorded"].get("correct"), r["recorded"].get("failure_kind"))
+        != (r["ours"]["correct"], r["ours"].get("failure_kind"))
+    ]
+    ratios = [
+        r["ours"]["speedup"] / r["recorded"]["speedup"]
+        for r in both
+        if r["ours"].get("speedup") and r["recorded"].get("speedup")
+    ]
+    line = (
+        f"- against the verdicts the export recorded for the same pairs (evaluator "
+        f"v{', v'.join(versions)}): {len(both) - len(changed)}/{len(both)} unchanged"
+    )
+    if changed:
+        line += "; changed: " + "; ".join(
+            f"{r['problem']} `{r['candidate_hash']}` {_outcome(r['recorded'])} -> "
+            f"{_outcome(r['ours'])}"
+            for r in changed
+        )
+    if ratios:
+        line += (
+            f"; our speedup now over the recorded one: median {_fmt(statistics.median(ratios))}"
+            f", {_fmt(min(ratios))}-{_fmt(max(ratios))} over {len(ratios)} pairs"
+        )
+    return [line]
 
 
 def replace_section(text: str, section: str) -> str:

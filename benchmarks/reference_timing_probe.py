@@ -117,6 +117,8 @@ class Loop:
     flush: str = "ours"  # "ours" (our buffer), "do_bench" (Triton's), "none"
     sync_inside: bool = False  # a device-wide synchronisation before the end event
     sync_before: bool = False  # a device-wide synchronisation before each trial
+    sync_after: bool = False  # a device-wide synchronisation after the end event
+    spin_cycles: int = 0  # a GPU spin queued after the flush, before the start event
     distinct_inputs: bool = False  # a pool of inputs made beforehand, one per trial
     hold_previous: bool = False  # the previous output alive during the call
     copy_output: bool = False  # each output copied (and kept) after its trial
@@ -155,11 +157,15 @@ def own_loop(
             torch.cuda.synchronize()
         if flush is not None:
             flush()
+        if loop.spin_cycles:
+            torch.cuda._sleep(loop.spin_cycles)
         start.record()
         out = model(*args)
         if loop.sync_inside:
             torch.cuda.synchronize()
         end.record()
+        if loop.sync_after:
+            torch.cuda.synchronize()
         if loop.hold_previous:  # as KernelBench's `_ = fn()`: the last output lives on
             held = out
         if loop.copy_output:  # at most two copies alive: the traffic, not the memory
@@ -261,6 +267,14 @@ def build_variants(
         ("own loop: no flush", own(flush="none")),
         ("own loop: device sync before the end event", own(sync_inside=True)),
         ("own loop: device sync before each trial", own(sync_before=True)),
+        (
+            "own loop: device sync before each trial and after its end event",
+            own(sync_before=True, sync_after=True),
+        ),
+        (
+            "own loop: device sync before each trial, a 0.1 ms GPU spin after the flush",
+            own(sync_before=True, spin_cycles=200_000),
+        ),
         ("own loop: a distinct input per trial", own(distinct_inputs=True)),
         ("own loop: previous output held", own(hold_previous=True)),
         ("own loop: each output copied after its trial", own(copy_output=True)),
@@ -270,13 +284,15 @@ def build_variants(
     ]
 
 
-def evaluate_reference(problem: Any) -> dict:
+def evaluate_reference(problem: Any, output_slab: bool = True) -> dict:
     """Our full ``evaluate`` of the reference as a candidate: the worker's reference and
-    candidate medians in this session."""
+    candidate medians in this session; ``output_slab`` False hands the outputs over on the
+    host rather than in the GPU slab the reference process holds."""
     from autoprofiler.evaluate import EvalConfig, evaluate
     from autoprofiler.evaluate.baselines import reference_as_candidate
 
-    result = evaluate(problem, reference_as_candidate(problem), EvalConfig(device="cuda"))
+    config = EvalConfig(device="cuda", output_slab=output_slab)
+    result = evaluate(problem, reference_as_candidate(problem), config)
     return {
         "correct": result.correct,
         "failure": result.failure_message,
@@ -326,15 +342,16 @@ def probe_problem(problem: Any, args: argparse.Namespace) -> list[dict]:
     del model, variants
     gc.collect()
     torch.cuda.empty_cache()
-    if args.evaluate:
+    for slab in (True, False) if args.evaluate else ():
+        label = "evaluate()" if slab else "evaluate(), outputs handed over on the host"
         try:
-            result = evaluate_reference(problem)
+            result = evaluate_reference(problem, output_slab=slab)
         except Exception as exc:  # recorded, the probe goes on
-            rows.append(_row(problem.key, 0, "evaluate()", None, 0, f"{exc}"[:300]))
+            rows.append(_row(problem.key, 0, label, None, 0, f"{exc}"[:300]))
         else:
             for side in ("reference", "candidate"):
                 ms = result[f"{side}_ms"]
-                name = f"evaluate(): {side} median"
+                name = f"{label}: {side} median"
                 rows.append(_row(problem.key, 0, name, ms, result["trials"], result["failure"]))
     return rows
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from autoprofiler.store import content_key
 
 # Part of every cache key: a verdict made by an older evaluator is not reused by a newer one.
-EVALUATOR_VERSION = "4"
+EVALUATOR_VERSION = "5"
 # KernelBench's current per-dtype tolerances (atol = rtol).
 DEFAULT_TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 
@@ -24,6 +24,9 @@ class EvalConfig:
     (``RLIMIT_AS``) on CPU runs. ``sandbox`` is None or ``"bwrap"`` (docs/SECURITY.md).
     ``replay_device`` (a device label such as ``"cuda:NVIDIA H200"``) replays results recorded
     on that device instead of running anything (``autoprofiler.evaluate.recorded``).
+    ``output_slab`` hands a GPU candidate's outputs over in device memory the reference process
+    holds, where it fits; False: always as files on the host (slower for large outputs; the
+    verdict is the same, so it is not part of ``config_hash``).
     """
 
     device: str = "auto"
@@ -44,6 +47,7 @@ class EvalConfig:
     memory_limit_gb: float | None = None
     sandbox: str | None = None
     replay_device: str | None = None
+    output_slab: bool = True
 
     def tolerance_for(self, dtype_name: str) -> tuple[float, float]:
         """(atol, rtol) for an output dtype such as ``"float32"``."""
@@ -82,6 +86,7 @@ class EvalConfig:
             "memory_limit_gb",
             "sandbox",
             "replay_device",
+            "output_slab",
         ):
             data.pop(key)
         return content_key(data)[:16]

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -208,9 +209,11 @@ def evaluate(
         result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
         result.failure_kind, result.failure_message = FailureKind.REFERENCE_ERROR, str(exc)
     else:
-        result = _judge_candidate(
-            problem, candidate_hash, candidate_path, config, work_dir, reference, timings
-        )
+        judge = functools.partial(
+            _judge_candidate,
+            problem, candidate_hash, candidate_path, config, work_dir, reference, timings,
+        )  # fmt: skip
+        result = judge_beside_slab(judge, problem)
         confirm_reference(result, reference, problem, config, store, timings)
     _merge_static_findings(result, scan_source(candidate_source, problem.source))
     return _finished(result, problem, candidate_source, config, store, began)
@@ -543,6 +546,23 @@ class _Exchange:
     asked: list[int] = field(default_factory=list)
 
 
+def judge_beside_slab(
+    judge: Callable[[bool], tuple[EvalResult, bool]], problem: Problem
+) -> EvalResult:
+    """``judge(slab_allowed)``'s result; when the candidate ran out of memory beside an output
+    slab (GPU memory the evaluator held for it), judged once more with its outputs crossing on
+    the host: the slab's memory is the evaluator's, not the candidate's, to answer for."""
+    result, beside_slab = judge(True)
+    if result.failure_kind is FailureKind.OUT_OF_MEMORY and beside_slab:
+        log.info(
+            "%s: the candidate ran out of GPU memory beside its output slab; judging it again "
+            "with its outputs crossing on the host",
+            problem.key,
+        )
+        result, _ = judge(False)
+    return result
+
+
 def _judge_candidate(
     problem: Problem,
     candidate_hash: str,
@@ -551,7 +571,10 @@ def _judge_candidate(
     work_dir: Path,
     reference: ProblemReference,
     timings: dict[str, dict],
-) -> EvalResult:
+    slab_allowed: bool = True,
+) -> tuple[EvalResult, bool]:
+    """The candidate's verdict from one run of its process, and whether its outputs were
+    handed over in a GPU slab (``slab_allowed`` and one fitted)."""
     prefix = sandbox_command(config.sandbox, work_dir) if config.sandbox else []
     run_id = f"{os.getpid()}-{time.monotonic_ns()}"  # runs of one candidate may overlap
     output_bytes = timings["eager"]["record"]["output_bytes"]
@@ -576,7 +599,7 @@ def _judge_candidate(
         "write_roots": write_roots,
         "parent_pid": None,  # the supervisor is its parent
     }
-    slab = _offer_slab(config, reference, output_bytes)
+    slab = _offer_slab(config, reference, output_bytes) if slab_allowed else None
     if slab is not None:
         job["slab"] = slab[1]
     job_path.write_text(json.dumps(job), encoding="utf-8")
@@ -609,16 +632,16 @@ def _judge_candidate(
         shutil.rmtree(output_dir, ignore_errors=True)
         with contextlib.suppress(OSError):
             log_path.replace(work_dir / "worker.log")  # the last run's log
-    return result
+    return result, slab is not None
 
 
 def _offer_slab(
     config: EvalConfig, reference: ProblemReference, output_bytes: int
 ) -> tuple[str, dict, float] | None:
-    """A GPU slab for this run's outputs (CUDA, no sandbox: a sandbox's own process namespace
-    keeps CUDA IPC out), with a slot per correctness trial, per timed output that may be asked
-    for, and the second shape; None: they cross on the host."""
-    if config.sandbox or not on_gpu(config):
+    """A GPU slab for this run's outputs (CUDA, ``config.output_slab``, no sandbox: a sandbox's
+    own process namespace keeps CUDA IPC out), with a slot per correctness trial, per timed
+    output that may be asked for, and the second shape; None: they cross on the host."""
+    if config.sandbox or not config.output_slab or not on_gpu(config):
         return None
     per_output = max(output_bytes, 1)
     timed = max(TIMED_SAMPLE, min(config.max_timing_trials, CHECK_ALL_TIMED_BYTES // per_output))

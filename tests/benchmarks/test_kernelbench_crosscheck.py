@@ -141,6 +141,20 @@ def test_report_table_counts_and_section_replaced_not_duplicated(tmp_path: Path)
     assert text.rstrip().endswith("## Reading\n\n- also kept")
 
 
+def test_the_report_names_verdicts_changed_since_the_export(crosscheck) -> None:
+    same = _row("L1/1_A", "c1", True, True, 1.0)
+    same["recorded"] = {"correct": True, "failure_kind": None, "speedup": 2.2,
+                        "evaluator_version": "1"}  # fmt: skip
+    changed = _row("L1/4_C", "c5", False, False, None)
+    changed["recorded"] = {"correct": True, "failure_kind": None, "speedup": 1.5,
+                           "evaluator_version": "2"}  # fmt: skip
+    (line,) = crosscheck.against_recorded([same, changed, _row("L2/1_B", "c3", True, True, 1.0)])
+    assert "(evaluator v1, v2): 1/2 unchanged" in line
+    assert "L1/4_C `c5` correct -> fails (wrong_values)" in line
+    assert "median 0.909, 0.909-0.909 over 1 pairs" in line
+    assert crosscheck.against_recorded([_row("L2/1_B", "c3", True, True, 1.0)]) == []
+
+
 def test_a_missing_kernelbench_checkout_is_refused_in_one_line(tmp_path: Path) -> None:
     done = _run(
         "--problems", str(tmp_path / "p.jsonl"),
@@ -227,6 +241,13 @@ def test_measuring_loop_records_resumes_and_reports(
     assert rows[0]["kb_speedup"] == pytest.approx(2.0) and rows[0]["speedup_ratio"] == 1.0
     assert rows[2]["kb_correct"] is False and rows[2]["agree"] is False
     assert "Output mismatch" in rows[2]["why"]
+    # each row keeps the verdict the export recorded for its pair (evaluator v1 there)
+    export = crosscheck.read_export(EXPORT)
+    for row in rows:
+        recorded = export.results[(row["problem_hash"], row["candidate_hash"])]
+        assert row["recorded"]["correct"] == recorded["correct"]
+        assert row["recorded"]["speedup"] == recorded["speedup"]
+        assert row["recorded"]["evaluator_version"] == "1"
     assert crosscheck.main(args) == 0  # a rerun skips what is there
     assert len(out.read_text().splitlines()) == 3
     calls = tmp_path / "caches" / "eval_calls.txt"
@@ -238,6 +259,9 @@ def test_measuring_loop_records_resumes_and_reports(
     page = tmp_path / "page.md"
     assert crosscheck.main(["--report", str(out), "--markdown", str(page)]) == 0
     assert "verdicts agree: 2/3 pairs judged by both" in page.read_text()
+    assert "the export recorded for the same pairs (evaluator v1): 3/3 unchanged" in (
+        page.read_text()
+    )
 
     # --warm: each pair's eval runs once more before the timed pass, in parallel workers.
     warm_out = tmp_path / "warm.jsonl"

@@ -385,3 +385,46 @@ def test_a_reference_timed_slow_is_timed_again_at_the_first_large_win(
         assert third.reference.median_ms == again.reference.median_ms
         assert store.get_baseline(key)["stats"]["median_ms"] == again.reference.median_ms
     assert first.correct and again.correct and third.correct
+
+
+@pytest.mark.parametrize(
+    ("first", "beside_slab", "runs", "kind"),
+    [
+        (FailureKind.OUT_OF_MEMORY, True, [True, False], None),  # judged again, slab off
+        (FailureKind.OUT_OF_MEMORY, False, [True], FailureKind.OUT_OF_MEMORY),  # its own fault
+        (FailureKind.WRONG_VALUES, True, [True], FailureKind.WRONG_VALUES),
+        (None, True, [True], None),
+    ],
+)
+def test_out_of_memory_beside_the_evaluators_slab_is_judged_again_without_it(
+    scale_problem, first, beside_slab, runs, kind
+):
+    from autoprofiler.evaluate.result import EvalResult
+    from autoprofiler.evaluate.runner import judge_beside_slab
+
+    seen: list[bool] = []
+
+    def judge(slab_allowed: bool) -> tuple[EvalResult, bool]:
+        seen.append(slab_allowed)
+        result = EvalResult(problem_hash="p", candidate_hash="c")
+        result.failure_kind = first if slab_allowed else None
+        result.correct = result.failure_kind is None
+        return result, slab_allowed and beside_slab
+
+    assert judge_beside_slab(judge, scale_problem).failure_kind is kind
+    assert seen == runs
+
+
+def test_with_the_slab_off_no_slab_is_asked_of_the_reference_process(monkeypatch):
+    from autoprofiler.evaluate import runner
+    from autoprofiler.evaluate.runner import _offer_slab
+
+    monkeypatch.setattr(runner, "on_gpu", lambda config: True)  # as on a GPU machine
+
+    class NoSlabs:
+        def offer_slab(self, *args):
+            raise AssertionError("a slab was asked for")
+
+    assert _offer_slab(EvalConfig(device="cuda", output_slab=False), NoSlabs(), 2**20) is None
+    with pytest.raises(AssertionError, match="asked for"):
+        _offer_slab(EvalConfig(device="cuda"), NoSlabs(), 2**20)

@@ -111,3 +111,5 @@ def test_temporary_files_are_the_candidates_own(tmp_path: Path) -> None:
 def test_the_memory_cap_is_left_out_of_the_configuration_hash() -> None:
     assert EvalConfig(memory_limit_gb=2).config_hash == EvalConfig().config_hash
     assert EvalConfig(sandbox="bwrap").config_hash == EvalConfig().config_hash
+    # how outputs cross is not a verdict setting: the H200 recordings' hash still holds
+    assert EvalConfig(device="cuda", output_slab=False).config_hash == "b9efd7057455e5ea"
