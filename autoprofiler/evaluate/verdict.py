@@ -19,11 +19,20 @@ reported trials), or ``W < 0.9 sum(host times) - 0.02 s`` (trials longer than th
 trial whose timer interval exceeds its host interval, is refused (``timing_contradicted``,
 reject; on the CPU the first of these only flags, since a loaded machine can stretch its wall
 clock past any tolerance, and a flagged speedup is not counted unless asked).
+
+The wall clock checks the host times; the timer's own intervals are checked against them
+(``check_timer_gap``). On the CPU the honest loop reports the host interval as the timer's, so
+any gap is a timer shrunk in the candidate's process: refused. On a GPU an honest trial's timer
+runs inside its host interval by the synchronisation's wake-up; a median gap over ``2 x`` the
+reference's own median gap ``+ 0.02 ms + 5 %`` of the median host time is flagged. It is only
+flagged because the gap's spread under load has not been measured on a GPU yet. Below that
+bound a shrunk timer passes, which for calls under about 0.1 ms is more than the call itself.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -44,6 +53,9 @@ WALL_TOLERANCE = {"cuda_events": (1.5, 0.1), "perf_counter": (2.5, 0.5)}
 SHORT_FACTOR = 0.9
 SHORT_SLACK_S = 0.02
 EVENT_SLACK_MS = 0.05
+# How far inside its host interval a trial's timer may run, by timer: (factor on the reference's
+# median gap, slack ms, share of the median host time). The CPU loop reports one value for both.
+TIMER_GAP = {"cuda_events": (2.0, 0.02, 0.05), "perf_counter": (0.0, 1e-9, 0.0)}
 # A timed call's output off by at most this many tolerances is wrong values, not a cheat: on
 # the H200, Triton replies for L2/18 were off by 1.5-1.8e-4 at a 1e-4 tolerance on one of
 # their timed inputs after passing five correctness trials.
@@ -92,6 +104,28 @@ def least_trials(reference: LoopRecord, config: EvalConfig, room: float = 1.0) -
     return max(1, min(config.min_timing_trials, reference.trials, held))
 
 
+def _median_gap(record: LoopRecord) -> float:
+    return statistics.median(h - t for h, t in zip(record.host_ms, record.trial_ms))
+
+
+def check_timer_gap(record: LoopRecord, reference: LoopRecord) -> Finding | None:
+    """A ``timing_contradicted`` finding when the trials' timer intervals run further inside
+    their host intervals than the reference's do (rejecting on the CPU, flagging on a GPU; the
+    module's docstring gives the bound); None when they hold."""
+    factor, slack_ms, share = TIMER_GAP.get(record.timer, TIMER_GAP["perf_counter"])
+    gap = _median_gap(record)
+    reference_gap = max(0.0, _median_gap(reference)) if reference.trials else 0.0
+    allowed = factor * reference_gap + slack_ms + share * statistics.median(record.host_ms)
+    if gap <= allowed:
+        return None
+    detail = (
+        f"the timed intervals run a median {gap:.4g} ms inside the host's around them, the "
+        f"reference's {reference_gap:.4g} ms (at most {allowed:.4g} ms allowed)"
+    )
+    severity = "reject" if record.timer == "perf_counter" else "flag"
+    return Finding("timing_contradicted", detail, severity)
+
+
 def check_timing(
     record: LoopRecord,
     wall_s: float,
@@ -99,8 +133,9 @@ def check_timing(
     config: EvalConfig,
     room: float = 1.0,
 ) -> Finding | None:
-    """A rejecting ``timing_contradicted`` finding when the reported trials cannot be what the
-    caller's clock saw, or are too few (``least_trials``) or malformed; None when they hold."""
+    """A ``timing_contradicted`` finding when the reported trials cannot be what the caller's
+    clock saw, or are too few (``least_trials``) or malformed, or their timer runs inside their
+    host times (``check_timer_gap``); None when they hold."""
     if not (_valid(record.trial_ms) and _valid(record.host_ms)) or len(record.trial_ms) != len(
         record.host_ms
     ):
@@ -116,10 +151,31 @@ def check_timing(
         if timer_ms > host_ms * 1.05 + EVENT_SLACK_MS:
             detail = f"trial {index}: {timer_ms:.4g} ms timed inside {host_ms:.4g} ms of wall time"
             return Finding("timing_contradicted", detail, "reject")
+    found = [
+        finding
+        for finding in (
+            _wall_clock_contradiction(record, wall_s, reference, config),
+            check_timer_gap(record, reference),
+        )
+        if finding is not None
+    ]
+    rejecting = [finding for finding in found if finding.severity == "reject"]
+    return (rejecting or found or [None])[0]
+
+
+def _wall_clock_contradiction(
+    record: LoopRecord, wall_s: float, reference: LoopRecord, config: EvalConfig
+) -> Finding | None:
+    """The wall-clock check of the module's docstring: the phase longer than the trials and
+    the loop's work account for (rejecting on a GPU, flagging on the CPU), or shorter than
+    the trials (rejecting)."""
     expected = expected_phase_s(record, reference, config.warmup_ms)
     factor, slack = WALL_TOLERANCE.get(reference.timer, WALL_TOLERANCE["perf_counter"])
     allowed = factor * expected + slack
     reported = sum(record.host_ms) / 1e3
+    if wall_s < SHORT_FACTOR * reported - SHORT_SLACK_S:
+        detail = f"{reported:.3f} s of reported trials in a {wall_s:.3f} s timing phase"
+        return Finding("timing_contradicted", detail, "reject")
     if wall_s > allowed:
         detail = (
             f"the timing phase took {wall_s:.3f} s by the evaluator's clock; the reported "
@@ -130,9 +186,6 @@ def check_timing(
         # there the contradiction flags (the speedup is not counted) rather than rejects.
         severity = "reject" if reference.timer == "cuda_events" else "flag"
         return Finding("timing_contradicted", detail, severity)
-    if wall_s < SHORT_FACTOR * reported - SHORT_SLACK_S:
-        detail = f"{reported:.3f} s of reported trials in a {wall_s:.3f} s timing phase"
-        return Finding("timing_contradicted", detail, "reject")
     return None
 
 

@@ -32,7 +32,8 @@ def record(
 ) -> LoopRecord:
     fields = dict(
         trial_ms=[trial_ms] * trials,
-        host_ms=[trial_ms + 0.02] * trials,
+        # an honest loop's shapes: the CPU timer is the host interval, CUDA events run inside
+        host_ms=[trial_ms + (0.02 if timer == "cuda_events" else 0.0)] * trials,
         timer=timer,
         setup_s=0.05,
         pool_s=0.02,
@@ -47,7 +48,7 @@ def record(
 def test_on_the_cpu_a_wall_clock_contradiction_flags_on_a_gpu_it_rejects() -> None:
     cheat = record(trial_ms=1.0)
     gpu = check_timing(cheat, 2.0, record(), CONFIG)
-    on_cpu = replace(cheat, timer="perf_counter")
+    on_cpu = record(trial_ms=1.0, timer="perf_counter")
     cpu = check_timing(on_cpu, 5.0, record(timer="perf_counter"), CONFIG)
     assert (gpu.severity, cpu.severity) == ("reject", "flag")
 
@@ -97,7 +98,28 @@ def test_the_cpu_tolerance_is_the_reference_timers_not_the_candidates() -> None:
     wall = 3 * expected_phase_s(candidate, reference, CONFIG.warmup_ms)
     assert check_timing(candidate, wall, reference, CONFIG) is not None
     cpu = record(timer="perf_counter")
-    assert check_timing(replace(candidate, timer="perf_counter"), wall, cpu, CONFIG) is None
+    on_cpu = record(trial_ms=1.0, timer="perf_counter")
+    assert check_timing(on_cpu, wall, cpu, CONFIG) is None
+
+
+@pytest.mark.parametrize(
+    ("timer", "severity"), [("perf_counter", "reject"), ("cuda_events", "flag")]
+)
+def test_a_timer_shrunk_inside_honest_host_times_is_refused_on_the_cpu_flagged_on_a_gpu(
+    timer: str, severity: str
+) -> None:
+    reference, honest = record(timer=timer), record(trial_ms=5.0, timer=timer)
+    wall = expected_phase_s(honest, reference, CONFIG.warmup_ms) * 1.1
+    assert check_timing(honest, wall, reference, CONFIG) is None
+    shrunk = replace(honest, trial_ms=[0.1] * honest.trials)  # host times left honest
+    finding = check_timing(shrunk, wall, reference, CONFIG)
+    assert (finding.name, finding.severity) == ("timing_contradicted", severity)
+    assert "inside the host's" in finding.detail
+    # a flag never hides a rejection: with the wall clock contradicted too, it is refused
+    assert check_timing(shrunk, wall * 10, reference, CONFIG).severity == "reject"
+    # on a GPU a gap within the bound is the synchronisation's wake-up, not a forgery
+    woken = replace(honest, trial_ms=[5.0 - 0.2] * honest.trials)
+    assert (check_timing(woken, wall, reference, CONFIG) is None) is (timer == "cuda_events")
 
 
 def test_every_timed_output_is_checked_while_small_else_a_sample() -> None:
