@@ -1,14 +1,19 @@
-"""The build lane: candidates' CUDA extensions compiled on the CPU cores ahead of their runs.
+"""The build lane: candidates' CUDA extensions and Triton kernels compiled on the CPU cores
+ahead of their runs.
 
 A candidate that calls ``torch.utils.cpp_extension.load_inline`` spends most of its evaluation
-in ``nvcc`` (KernelBench's own few-shot example: 46 s of a 55 s evaluation), and the GPU idles
+in ``nvcc`` (KernelBench's own few-shot example: 46 s of a 55 s evaluation), one with Triton
+kernels seconds in LLVM, ``ptxas`` and the C compiler at its first launch, and the GPU idles
 meanwhile. :class:`BuildLane` starts such candidates, several at once, in build-only runs: the
 candidate's own process (fresh, under the containment supervisor, no GPU visible) imports it
-and constructs ``ModelNew`` on the CPU, so that the extension lands in the candidate's own
-extension folder, the one its timed run uses (:func:`~autoprofiler.evaluate.runner.
-candidate_folder`). Its timed run then finds the library built and only loads it. A build run
-hands nothing to the verdict: one that fails, hangs or is cut short only means the timed run
-builds (and fails) as it would have without the lane.
+and constructs ``ModelNew`` (on the CPU, or on the meta device when only Triton is to be
+built), so that an extension lands in the candidate's own extension folder, the one its timed
+run uses (:func:`~autoprofiler.evaluate.runner.candidate_folder`); on a GPU it then runs the
+forward once on meta tensors with Triton compiling for the timing lane's GPU
+(:mod:`~autoprofiler.evaluate.triton_build`), so that the kernels land in the candidate's own
+Triton cache. Its timed run then finds them built and only loads them. A build run hands
+nothing to the verdict: one that fails, hangs or is cut short only means the timed run builds
+(and fails) as it would have without the lane.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from autoprofiler.evaluate.config import EvalConfig
 from autoprofiler.evaluate.containment import supervised_command
 from autoprofiler.evaluate.runner import (
     candidate_folder,
+    cuda_arch_list,
     default_work_root,
+    on_gpu,
     stop_process,
     worker_env,
 )
@@ -39,6 +46,7 @@ from autoprofiler.problem import Problem, source_hash
 log = logging.getLogger(__name__)
 
 EXTENSION_BUILD = re.compile(r"\bload_inline\b|cpp_extension\.load\b|\bcpp_extension import load\b")
+TRITON_KERNEL = re.compile(r"^\s*@\s*triton\.(?:jit|autotune|heuristics)\b", re.MULTILINE)
 MAX_WORKERS = 8
 JOBS_PER_BUILD = "2"
 
@@ -48,13 +56,20 @@ def needs_build(source: str) -> bool:
     return bool(EXTENSION_BUILD.search(source))
 
 
+def has_triton_kernels(source: str) -> bool:
+    """Whether the candidate defines Triton kernels (``@triton.jit`` and kin)."""
+    return bool(TRITON_KERNEL.search(source))
+
+
 @dataclass(frozen=True)
 class BuildOutcome:
-    """What a build run did: whether it got through import and construction, in how long."""
+    """What a build run did: whether it got through import and construction, in how long,
+    and how many Triton kernels it compiled."""
 
     built: bool
     seconds: float
     message: str = ""
+    triton_kernels: int = 0
 
 
 def lane_workers() -> int:
@@ -67,13 +82,20 @@ class BuildLane:
 
     ``submit`` queues a candidate (nothing happens for one that needs no build, and each
     source is built once); ``wait`` blocks until its build run is over, or for at most
-    ``timeout_s``; ``close`` stops the runs still going.
+    ``timeout_s``; ``close`` stops the runs still going. Triton kernels are built for
+    ``triton_target`` (a compute capability, ``"9.0"``): by default the GPU's the
+    evaluations run on, none when they run on the CPU (Triton's interpreter, no build).
     """
 
     def __init__(
-        self, config: EvalConfig, work_root: Path | None = None, workers: int | None = None
+        self,
+        config: EvalConfig,
+        work_root: Path | None = None,
+        workers: int | None = None,
+        triton_target: str | None = None,
     ) -> None:
         self.config = config
+        self.triton_target = triton_target or (cuda_arch_list() if on_gpu(config) else None)
         self.root = work_root or default_work_root()
         self._pool = ThreadPoolExecutor(workers or lane_workers(), "autoprofiler-build")
         self._builds: dict[str, Future[BuildOutcome]] = {}
@@ -81,8 +103,12 @@ class BuildLane:
         self._lock = threading.Lock()
         self._closed = False
 
+    def _wanted(self, source: str) -> bool:
+        triton = self.triton_target is not None and has_triton_kernels(source)
+        return not self.config.sandbox and (needs_build(source) or triton)
+
     def submit(self, problem: Problem, source: str) -> None:
-        if not needs_build(source) or self.config.sandbox:
+        if not self._wanted(source):
             return
         key = source_hash(source)
         with self._lock:
@@ -110,8 +136,13 @@ class BuildLane:
         env, write_roots = worker_env(work_dir, self.config)
         env["CUDA_VISIBLE_DEVICES"] = ""  # the GPU is the timing lane's
         env.setdefault("MAX_JOBS", JOBS_PER_BUILD)
+        extension = needs_build(source)
         job = {
             "build_only": True,
+            # An extension is built by the constructor as the timed run calls it (on the CPU
+            # here); Triton kernels need only shapes and dtypes.
+            "build_device": "cpu" if extension else "meta",
+            "triton_target": self.triton_target if has_triton_kernels(source) else None,
             "problem_source": problem.source,
             "candidate_path": str(candidate_path),
             "config": self.config.to_dict(),
@@ -147,8 +178,12 @@ class BuildLane:
             with contextlib.suppress(OSError):
                 os.rmdir(output_dir)
         outcome = _outcome(report_path, time.perf_counter() - began)
-        done = "done" if outcome.built else f"failed ({outcome.message})"
-        log.info("%s: build run %s in %.1f s", problem.key, done, outcome.seconds)
+        kernels = f"{outcome.triton_kernels} Triton kernels" if outcome.triton_kernels else ""
+        detail = "; ".join(part for part in (kernels, outcome.message) if part)
+        log.info(
+            "%s: build run %s in %.1f s%s", problem.key, "done" if outcome.built else "failed",
+            outcome.seconds, f" ({detail})" if detail else "",
+        )  # fmt: skip
         return outcome
 
     def close(self) -> None:
@@ -178,7 +213,11 @@ def _outcome(report_path: Path, seconds: float) -> BuildOutcome:
     if not isinstance(report, dict) or report.get("failure_kind"):
         message = str(report.get("failure_message", "")) if isinstance(report, dict) else ""
         return BuildOutcome(False, seconds, message.splitlines()[0][:200] if message else "")
-    return BuildOutcome(True, seconds)
+    prebuilt = report.get("prebuilt") if isinstance(report.get("prebuilt"), dict) else {}
+    kernels = prebuilt.get("kernels", 0)
+    stopped = str(prebuilt.get("stopped") or "")
+    message = f"Triton dry run stopped: {stopped}" if stopped else ""
+    return BuildOutcome(True, seconds, message, kernels if isinstance(kernels, int) else 0)
 
 
 def lane_for(config: EvalConfig) -> BuildLane | None:

@@ -51,6 +51,7 @@ from autoprofiler.evaluate.result import FailureKind, Finding
 from autoprofiler.evaluate.settings import settings_changes, speed_settings
 from autoprofiler.evaluate.shapes import other_shape
 from autoprofiler.evaluate.timing import LoopSettings, pool_budget_bytes, run_timing_loop
+from autoprofiler.evaluate.triton_build import TritonPrebuild, parse_capability, prebuild_triton
 from autoprofiler.problem import ProblemError, exec_problem_source
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,7 @@ class Report:
     timing: dict | None = None
     findings: list[dict] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
+    prebuilt: dict | None = None  # a build run's Triton kernels (TritonPrebuild)
 
 
 class _Channel:
@@ -321,7 +323,10 @@ def _correctness(run: _Run, seeds: TrialSeeds) -> None:
             run.flag("mutates_inputs", "the candidate changed its input tensors")
         run.hand_over(f"correctness-{trial}", output)
         del inputs, given, output
-    _release(run.device)
+    # The freed blocks stay in the allocator's cache for the timing pool: memory given back to
+    # the driver just before the timed trials slowed multi-GB streaming kernels on the H200
+    # (docs/results/evaluator.md, the candidate-side bias).
+    gc.collect()
 
 
 def _timing(run: _Run) -> None:
@@ -408,14 +413,20 @@ def run_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
 
 
 def build_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
-    """The build lane's run: import the candidate and construct it on the CPU (no GPU is
-    visible here), so that the CUDA extensions it compiles at import or construction land in
-    its extension folder before its timed run; never raises."""
+    """The build lane's run (no GPU is visible here): import the candidate and construct it on
+    the job's ``build_device``, so that the CUDA extensions it compiles at import or
+    construction land in its extension folder before its timed run; with a ``triton_target``,
+    then run its forward once on meta tensors so that its Triton kernels compile into its
+    Triton cache (:mod:`~autoprofiler.evaluate.triton_build`). Never raises."""
     config = EvalConfig.from_dict({**job["config"], "device": "cpu"})
-    report = Report(device="cpu")
-    run = _Run(job, config, torch.device("cpu"), report, channel, audit, Path(job["output_dir"]))
+    device = torch.device(job.get("build_device") or "cpu")
+    report = Report(device=str(device))
+    run = _Run(job, config, device, report, channel, audit, Path(job["output_dir"]))
     try:
         _build(run)
+        if job.get("triton_target"):
+            with audit.watching():
+                report.prebuilt = asdict(_prebuild_triton(run, job["triton_target"]))
     except CandidateFailure as failure:
         report.failure_kind = failure.kind.value
         report.failure_message = failure.message
@@ -423,6 +434,17 @@ def build_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
         report.failure_kind = FailureKind.BUILD_ERROR.value
         report.failure_message = describe_exception(exc, job["candidate_path"])
     return report
+
+
+def _prebuild_triton(run: _Run, target: str) -> TritonPrebuild:
+    """The candidate's Triton kernels compiled for ``target`` by a forward on meta tensors."""
+    model = run.candidate
+    if isinstance(model, torch.nn.Module):
+        model = model.to("meta")
+    inputs = make_inputs(run.module, 0, torch.device("meta"))  # shapes and dtypes only
+    prebuilt = prebuild_triton(model, inputs, parse_capability(target))
+    log.info("Triton prebuild for %s: %s", target, prebuilt)
+    return prebuilt
 
 
 def main(argv: list[str], status_fd: int | None = None) -> int:

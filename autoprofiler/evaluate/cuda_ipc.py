@@ -46,6 +46,7 @@ _SYMBOLS = {
     "cuMemsetD8": "cuMemsetD8_v2",
     "cuIpcGetMemHandle": "cuIpcGetMemHandle",
     "cuIpcOpenMemHandle": "cuIpcOpenMemHandle_v2",
+    "cuIpcCloseMemHandle": "cuIpcCloseMemHandle",
 }
 
 
@@ -235,13 +236,7 @@ class OutputSlab:
 
     def close(self) -> None:
         """Free the slab (once)."""
-        if getattr(self, "pointer", 0):
-            self.memory = None
-            try:
-                _driver().call("cuMemFree", ctypes.c_uint64(self.pointer))
-            except CudaIpcError as exc:
-                log.warning("cannot free an output slab: %s", exc)
-            self.pointer = 0
+        _let_go(self, "cuMemFree", "free an output slab")
 
 
 class OpenedSlab:
@@ -278,3 +273,18 @@ class OpenedSlab:
                 raw.view(DTYPES[want["dtype"]]).view(want["shape"]).copy_(leaf)
             torch.cuda.synchronize(self.device)
         return told
+
+    def close(self) -> None:
+        """Unmap the slab from this process (once); its owner frees it."""
+        _let_go(self, "cuIpcCloseMemHandle", "close an opened output slab")
+
+
+def _let_go(slab: OutputSlab | OpenedSlab, call: str, what: str) -> None:
+    """Drop ``slab``'s view of its memory and hand the memory to the driver's ``call``, once."""
+    if getattr(slab, "pointer", 0):
+        slab.memory = None
+        try:
+            _driver().call(call, ctypes.c_uint64(slab.pointer))
+        except CudaIpcError as exc:
+            log.warning("cannot %s: %s", what, exc)
+        slab.pointer = 0

@@ -109,6 +109,9 @@ def main() -> int:
     channel = socket.socket(fileno=int(sys.argv[-1]))
     import torch  # noqa: F401  (the point of the zygote: imported once)
 
+    with contextlib.suppress(ImportError):
+        import triton  # noqa: F401  (Triton candidates then skip its import too)
+
     import autoprofiler.evaluate.candidate  # noqa: F401
 
     channel.sendall(b'{"ready": true}\n')

@@ -25,6 +25,7 @@ import gc
 import itertools
 import json
 import logging
+import math
 import os
 import secrets
 import select
@@ -46,6 +47,11 @@ KEPT_SLABS = 2  # output slabs alive at once (a run's is freed after its verdict
 # headroom plus a few outputs' worth for the candidate's own trials and timing pool. On the
 # H200 (139 GiB) that lets the 4-6 GiB outputs of KernelBench's large L1 problems (10 slots,
 # up to 60 GiB) cross on the GPU: on the host they took 156 s per candidate.
+# Device memory given back to the driver slows memory-bound kernels for a moment after (on the
+# H200 a 6 GiB ReLU ran 1.11x slower just after 40 GiB was given back, and as fast as ever 3 s
+# later: docs/results/evaluator.md); the reference is timed that long after giving back this much.
+SETTLE_AFTER_BYTES = 2**30
+SETTLE_S = 3.0
 SLAB_MEMORY_SHARE = 0.6
 SLAB_HEADROOM_BYTES = 16 * 2**30
 SLAB_HEADROOM_OUTPUTS = 3
@@ -101,6 +107,7 @@ class _Server:
         self.device = torch.device(wanted)
         self.built: dict[str, _Built] = {}
         self.slabs: dict[str, Any] = {}  # slab id -> OutputSlab, the newest last
+        self.gave_back_at = -math.inf  # when _release last gave much memory back
 
     def problem(self, request: dict) -> _Built:
         """The request's problem, built now when it is not among the last few."""
@@ -196,7 +203,17 @@ class _Server:
     def _release(self) -> None:
         gc.collect()
         if self.device.type == "cuda":
+            held = self.torch.cuda.memory_reserved(self.device)
             self.torch.cuda.empty_cache()
+            if held - self.torch.cuda.memory_reserved(self.device) >= SETTLE_AFTER_BYTES:
+                self.gave_back_at = time.monotonic()
+
+    def _settle(self) -> None:
+        """Wait until ``SETTLE_S`` have passed since this process last gave back much memory."""
+        wait = self.gave_back_at + SETTLE_S - time.monotonic()
+        if wait > 0:
+            log.debug("waiting %.1f s after memory given back before timing", wait)
+            time.sleep(wait)
 
     def time(self, request: dict) -> dict:
         from autoprofiler.evaluate.inputs import TrialSeeds, make_inputs
@@ -212,6 +229,7 @@ class _Server:
             check = self._check_compiled(built, [int(s) for s in request.get("check_seeds", [])])
         seeds = TrialSeeds((), int(request["seed"]), 0)
         settings = LoopSettings(**request["loop"])
+        self._settle()
         with self.torch.no_grad():
             record, _ = run_timing_loop(
                 fn,

@@ -57,6 +57,7 @@ SUPERVISOR_GRACE_S = 6.0  # the supervisor's sweep takes at most 5 s
 CHECK_ALL_TIMED_BYTES = 256 * 2**20
 TIMED_SAMPLE = 4
 SHARED_MEMORY = "/dev/shm"
+OUTPUT_DISK_HEADROOM_BYTES = 2 * 2**30  # left free on the work folder's disk
 POLL_S = 0.2
 # Folders the worker writes to besides its work folder, by default inside it. Without a
 # sandbox, variables the user set are kept and Inductor keeps its shared cache (compiles are
@@ -515,17 +516,37 @@ def _reference_env(config: EvalConfig) -> dict[str, str]:
     return env
 
 
-def _output_root(config: EvalConfig, work_dir: Path, output_bytes: int) -> Path:
+class NoRoomForOutputs(RuntimeError):
+    """The candidate's outputs cannot cross on the host: no room for them (one line)."""
+
+
+def _free_bytes(folder: Path) -> int:
+    stats = os.statvfs(folder)
+    return stats.f_bavail * stats.f_frsize
+
+
+def _output_root(config: EvalConfig, work_dir: Path, output_bytes: int, needed: bool) -> Path:
     """Where the candidate's outputs cross to the trusted side: shared memory (``/dev/shm``)
     when it has room for twice what they take, else the work folder (always under a sandbox,
-    whose ``/dev/shm`` is its own)."""
-    shm = Path(SHARED_MEMORY)
-    if config.sandbox or not shm.is_dir() or not os.access(shm, os.W_OK):
-        return work_dir
+    whose ``/dev/shm`` is its own). When they must cross there (``needed``: no GPU slab) and
+    the work folder's disk has no room for them either, :class:`NoRoomForOutputs`: a run
+    that filled the disk would fail anyway, and take the store's disk with it."""
     timed = max(CHECK_ALL_TIMED_BYTES, TIMED_SAMPLE * output_bytes)
     need = (config.correctness_trials + 1) * output_bytes + timed
-    stats = os.statvfs(shm)
-    return shm if stats.f_bavail * stats.f_frsize >= 2 * need else work_dir
+    shm = Path(SHARED_MEMORY)
+    shm_free = 0
+    if not config.sandbox and shm.is_dir() and os.access(shm, os.W_OK):
+        shm_free = _free_bytes(shm)
+        if shm_free >= 2 * need:
+            return shm
+    disk_free = _free_bytes(work_dir)
+    if needed and disk_free < need + OUTPUT_DISK_HEADROOM_BYTES:
+        raise NoRoomForOutputs(
+            f"its outputs ({need / 2**30:.1f} GiB) have no room to cross on the host: "
+            f"{shm_free / 2**30:.1f} GiB free in {SHARED_MEMORY}, {disk_free / 2**30:.1f} GiB "
+            "in the work folder"
+        )
+    return work_dir
 
 
 def _draw_seeds(config: EvalConfig) -> TrialSeeds:
@@ -578,7 +599,14 @@ def _judge_candidate(
     prefix = sandbox_command(config.sandbox, work_dir) if config.sandbox else []
     run_id = f"{os.getpid()}-{time.monotonic_ns()}"  # runs of one candidate may overlap
     output_bytes = timings["eager"]["record"]["output_bytes"]
-    output_dir = _output_root(config, work_dir, output_bytes) / f"autoprofiler-outputs-{run_id}"
+    slab = _offer_slab(config, reference, output_bytes) if slab_allowed else None
+    try:
+        root = _output_root(config, work_dir, output_bytes, needed=slab is None)
+    except NoRoomForOutputs as exc:
+        result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
+        result.failure_kind, result.failure_message = FailureKind.OUT_OF_MEMORY, str(exc)
+        return result, False
+    output_dir = root / f"autoprofiler-outputs-{run_id}"
     output_dir.mkdir()
     report_path = work_dir / f"report-{run_id}.json"
     job_path = work_dir / f"job-{run_id}.json"
@@ -599,7 +627,6 @@ def _judge_candidate(
         "write_roots": write_roots,
         "parent_pid": None,  # the supervisor is its parent
     }
-    slab = _offer_slab(config, reference, output_bytes) if slab_allowed else None
     if slab is not None:
         job["slab"] = slab[1]
     job_path.write_text(json.dumps(job), encoding="utf-8")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -66,7 +66,7 @@ def summarize(times_ms: Sequence[float], timer: str) -> TimingStats:
 
 PROBE_CALLS = 5
 CPU_POOL_BYTES = 2 * 2**30
-CUDA_POOL_SHARE = 0.4  # of the device memory free when the pool is made
+CUDA_POOL_SHARE = 0.4  # of the device memory free when the pool is made (cached blocks too)
 
 
 @dataclass
@@ -89,7 +89,10 @@ class LoopRecord:
     first trial; ``loop_s`` the wall time of all trials, flushes and output copies included;
     ``input_bytes``/``output_bytes`` one call's; ``memory_limited`` when the pool budget, not
     the timing budget, set the number of trials; ``sync_latency_ms`` the synchronisation
-    latency the CUDA trials were corrected by (:func:`trial_time`).
+    latency the CUDA trials were corrected by (:func:`trial_time`); ``tail_ms`` each CUDA
+    trial's end event to the event after the device-wide synchronisation (what the
+    correction reads); ``device_allocs`` the device allocations (``cudaMalloc``) the caching
+    allocator made during the trials, which a steady loop does not need.
     """
 
     trial_ms: list[float]
@@ -102,6 +105,8 @@ class LoopRecord:
     output_bytes: int
     memory_limited: bool = False
     sync_latency_ms: float = 0.0
+    tail_ms: list[float] = field(default_factory=list)
+    device_allocs: int = 0
 
     @property
     def trials(self) -> int:
@@ -122,10 +127,12 @@ def _trial_count(estimate_ms: float, budget_ms: float, low: int, high: int) -> i
 
 
 def pool_budget_bytes(device: torch.device) -> int:
-    """Bytes the pool of timed inputs and their kept outputs may take on ``device``."""
+    """Bytes the pool of timed inputs and their kept outputs may take on ``device``: a share
+    of the device's free memory and of the blocks this process's allocator holds unused."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return int(free * CUDA_POOL_SHARE)
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int((free + cached) * CUDA_POOL_SHARE)
     return CPU_POOL_BYTES
 
 
@@ -171,13 +178,14 @@ class _Clock:
         self.latency_ms = statistics.median(gaps)
         return self.latency_ms
 
-    def trial(self, fn: Callable[..., Any], args: Sequence[Any]) -> tuple[float, float, Any]:
-        """(timer ms, host ms, output) of one call."""
+    def trial(self, fn: Callable[..., Any], args: Sequence[Any]) -> tuple[float, float, float, Any]:
+        """(timer ms, host ms, tail ms, output) of one call; the tail (end event to the event
+        after the device-wide synchronisation) is 0 on the CPU."""
         if not self.cuda:
             began = time.perf_counter()
             out = fn(*args)
             elapsed = (time.perf_counter() - began) * 1e3
-            return elapsed, elapsed, out
+            return elapsed, elapsed, 0.0, out
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         settled = torch.cuda.Event(enable_timing=True)
@@ -193,8 +201,8 @@ class _Clock:
         settled.record()
         settled.synchronize()
         host = (time.perf_counter() - began) * 1e3
-        main_ms = start.elapsed_time(end)
-        return trial_time(main_ms, end.elapsed_time(settled), self.latency_ms), host, out
+        tail_ms = end.elapsed_time(settled)
+        return trial_time(start.elapsed_time(end), tail_ms, self.latency_ms), host, tail_ms, out
 
 
 def _reserve_output_block(device: torch.device, output_bytes: int) -> None:
@@ -208,6 +216,13 @@ def _reserve_output_block(device: torch.device, output_bytes: int) -> None:
     except torch.cuda.OutOfMemoryError:
         return
     del spare
+
+
+def _device_allocs(device: torch.device) -> int:
+    """The caching allocator's device allocations so far on ``device`` (0 off a GPU)."""
+    if device.type != "cuda":
+        return 0
+    return int(torch.cuda.memory_stats(device).get("segment.all.allocated", 0))
 
 
 def run_timing_loop(
@@ -244,13 +259,16 @@ def run_timing_loop(
     pool_began = time.perf_counter()
     pool: list[list[Any] | None] = [make_input(j) for j in range(trials)]
     _reserve_output_block(device, output_bytes)
+    allocs_before = _device_allocs(device)
     loop_began = time.perf_counter()
-    trial_ms, host_ms, outputs = [], [], []
+    trial_ms, host_ms, tail_ms, outputs = [], [], [], []
     for j in range(trials):
-        elapsed, host, out = clock.trial(fn, pool[j])
+        elapsed, host, tail, out = clock.trial(fn, pool[j])
         pool[j] = None  # the trusted side makes this input again from its seed
         trial_ms.append(elapsed)
         host_ms.append(host)
+        if clock.cuda:
+            tail_ms.append(tail)
         if keep_outputs:
             outputs.append(_copy_outputs(out))
         del out
@@ -266,5 +284,7 @@ def run_timing_loop(
         output_bytes=output_bytes,
         memory_limited=fits < wanted,
         sync_latency_ms=latency_ms,
+        tail_ms=tail_ms,
+        device_allocs=_device_allocs(device) - allocs_before,
     )
     return record, outputs

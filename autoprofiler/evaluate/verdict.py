@@ -31,6 +31,7 @@ bound a shrunk timer passes, which for calls under about 0.1 ms is more than the
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,8 @@ from autoprofiler.evaluate.timing import PROBE_CALLS, LoopRecord, summarize
 
 if TYPE_CHECKING:
     from autoprofiler.problem import Problem
+
+log = logging.getLogger(__name__)
 
 # (factor, slack s) of the wall-clock check, by timer: strict on a GPU (measured on the H200
 # with no false refusal), loose on the CPU, whose wall clock a loaded machine stretches (two
@@ -430,13 +433,15 @@ class Verdict:
         record = _record(report)
         if record is None or timing_phase_s is None:
             return self.fail(FailureKind.CHEAT, "no timing was handed over")
-        contradiction = check_timing(
-            record,
-            timing_phase_s,
-            LoopRecord.from_dict(self.timings["eager"]["record"]),
-            self.config,
-            self.room,
-        )
+        reference = LoopRecord.from_dict(self.timings["eager"]["record"])
+        log.debug(
+            "trials (ms): candidate %s, host %s, tail %s, %d allocations; "
+            "reference %s, host %s, tail %s, %d allocations",
+            _rounded(record.trial_ms), _rounded(record.host_ms), _rounded(record.tail_ms),
+            record.device_allocs, _rounded(reference.trial_ms), _rounded(reference.host_ms),
+            _rounded(reference.tail_ms), reference.device_allocs,
+        )  # fmt: skip
+        contradiction = check_timing(record, timing_phase_s, reference, self.config, self.room)
         result.timing_phase_s = timing_phase_s
         if contradiction is not None:
             result.add_finding(contradiction)
@@ -459,6 +464,10 @@ class Verdict:
         result.correct = True
         result.apply_rejections()
         return result
+
+
+def _rounded(times: list[float]) -> list[float]:
+    return [round(t, 4) for t in times]
 
 
 def at_tolerance_edge(answer: dict, atol: float, rtol: float) -> bool:

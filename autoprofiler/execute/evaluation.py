@@ -20,7 +20,7 @@ from autoprofiler.evaluate import (
     evaluate,
     evaluate_compiled_reference,
 )
-from autoprofiler.evaluate.build import lane_for
+from autoprofiler.evaluate.build import lane_for, needs_build
 from autoprofiler.evaluate.runner import (
     cached_evaluation,
     evaluation_key,
@@ -122,8 +122,11 @@ def _evaluate_here(
     replay: bool,
     compiled_reference: bool = False,
 ) -> Iterator[Evaluated]:
-    """One by one in this process, with the CUDA extensions of later candidates built in the
-    build lane meanwhile (each waits for its own build run, at most the compile limit)."""
+    """One by one in this process, with the CUDA extensions and Triton kernels of later
+    candidates built in the build lane meanwhile. A candidate with an extension waits for its
+    own build run (at most the compile limit); one with Triton kernels only does not: when
+    its build run is not over, the timed run compiles them itself (on the H200 a first
+    candidate that waited took 7 s more, docs/results/evaluator_throughput.md)."""
     judge = evaluate_compiled_reference if compiled_reference else evaluate
     lane = None if replay or compiled_reference else lane_for(config)
     if lane is not None:
@@ -131,7 +134,7 @@ def _evaluate_here(
             lane.submit(problem, source)
     try:
         for problem, source in pairs:
-            if lane is not None:
+            if lane is not None and needs_build(source):
                 lane.wait(source, config.compile_timeout_s)
             log.info("%s: judging candidate %s", problem.key, source_hash(source))
             result = judge(problem, source, config, store=store, use_cache=False)

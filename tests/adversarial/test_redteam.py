@@ -84,3 +84,13 @@ def test_gpu_cheat_is_rejected_or_flagged(case: Case, tmp_path: Path) -> None:
     config = replace(CONFIG, device="cuda")
     result = evaluate(redteam_problem(case.problem), case.source, config, work_root=tmp_path)
     assert not case.problems_with(result), (case.problems_with(result), result.findings)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU's timer check: needs a CUDA GPU")
+def test_a_timer_shrunk_inside_true_host_times_is_flagged_on_a_gpu(tmp_path: Path) -> None:
+    (case,) = [case for case in CASES if case.name == "shrink_timer_only"]
+    config = replace(CONFIG, device="cuda")
+    result = evaluate(redteam_problem(case.problem), case.source, config, work_root=tmp_path)
+    found = {finding.name: finding.severity for finding in result.findings}
+    assert found.get("timing_contradicted") == "flag", (result.failure_message, result.findings)

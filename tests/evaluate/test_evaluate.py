@@ -428,3 +428,16 @@ def test_with_the_slab_off_no_slab_is_asked_of_the_reference_process(monkeypatch
     assert _offer_slab(EvalConfig(device="cuda", output_slab=False), NoSlabs(), 2**20) is None
     with pytest.raises(AssertionError, match="asked for"):
         _offer_slab(EvalConfig(device="cuda"), NoSlabs(), 2**20)
+
+
+def test_outputs_with_no_room_on_the_host_fail_in_one_line_before_the_candidate_runs(
+    scale_problem, monkeypatch, tmp_path
+):
+    from autoprofiler.evaluate import runner
+
+    monkeypatch.setattr(runner, "_free_bytes", lambda folder: 2**20)  # 1 MiB free anywhere
+    result = evaluate(scale_problem, CORRECT, FAST, work_root=tmp_path)
+    assert result.failure_kind is FailureKind.OUT_OF_MEMORY
+    assert "no room to cross on the host" in result.failure_message
+    assert "\n" not in result.failure_message
+    assert not list(tmp_path.rglob("worker.log"))  # the candidate never started

@@ -9,6 +9,7 @@ import torch
 from autoprofiler.evaluate.timing import (
     LoopRecord,
     LoopSettings,
+    pool_budget_bytes,
     run_timing_loop,
     trial_time,
 )
@@ -51,10 +52,12 @@ def test_on_the_cpu_the_loop_times_every_distinct_input_and_records_no_latency()
     assert timed == list(range(record.trials))
     assert [float(o[0][0]) for o in outputs] == [2.0 * j for j in range(record.trials)]
     assert record.sync_latency_ms == 0.0
+    assert record.tail_ms == [] and record.device_allocs == 0  # no CUDA trials
     again = LoopRecord.from_dict(record.to_dict())
     assert again == record
-    older = {k: v for k, v in record.to_dict().items() if k != "sync_latency_ms"}
-    assert LoopRecord.from_dict(older).sync_latency_ms == 0.0  # a record of evaluator v4
+    newer = ("sync_latency_ms", "tail_ms", "device_allocs")
+    older = LoopRecord.from_dict({k: v for k, v in record.to_dict().items() if k not in newer})
+    assert (older.sync_latency_ms, older.tail_ms, older.device_allocs) == (0.0, [], 0)
 
 
 SPIN_CYCLES = 4_000_000  # about 2 ms on an H200-class GPU
@@ -126,3 +129,16 @@ def test_a_single_stream_call_is_not_charged_the_synchronisation_latency() -> No
     assert all(host >= timed for host, timed in zip(record.host_ms, record.trial_ms))
     assert loop_ms < v4_ms, seen  # v4 timed the wake-up from the synchronisation too
     assert loop_ms <= direct_ms * 1.02 + 0.010, seen  # the spin and its launch, no more
+
+
+@needs_gpu
+def test_the_pool_may_use_what_the_allocator_keeps_and_a_steady_loop_allocates_nothing() -> None:
+    device = torch.device("cuda")
+    torch.cuda.empty_cache()
+    before = pool_budget_bytes(device)
+    kept = torch.empty(2**30, dtype=torch.uint8, device=device)
+    del kept  # a freed GiB stays in the allocator's cache, out of mem_get_info's free memory
+    assert pool_budget_bytes(device) >= before - 2**20
+    record = _loop(lambda x: x * 2)
+    assert record.device_allocs == 0 and len(record.tail_ms) == record.trials
+    torch.cuda.empty_cache()

@@ -177,8 +177,8 @@ FORGES_ITS_TIMES = (
 
 
         def _forged(self, fn, args):  # a fiftieth of each trial's time is reported
-            elapsed, host, out = _trial(self, fn, args)
-            return elapsed / 50, host / 50, out
+            elapsed, host, *rest = _trial(self, fn, args)
+            return (elapsed / 50, host / 50, *rest)
 
 
         _timing._Clock.trial = _forged

@@ -1,0 +1,40 @@
+"""The trusted reference process's own care: it times nothing just after giving memory back."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+
+from autoprofiler.evaluate import EvalConfig, reference
+
+
+def _server(device: str) -> reference._Server:
+    return reference._Server({"config": EvalConfig(device=device).to_dict()})
+
+
+def test_timing_waits_out_the_moment_after_memory_was_given_back(monkeypatch) -> None:
+    monkeypatch.setattr(reference, "SETTLE_S", 0.3)
+    server = _server("cpu")
+    assert server.gave_back_at == -math.inf
+    began = time.monotonic()
+    server._settle()  # nothing given back: no wait
+    assert time.monotonic() - began < 0.1
+    server.gave_back_at = time.monotonic()
+    server._settle()
+    assert time.monotonic() - server.gave_back_at >= 0.3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_giving_back_a_gib_or_more_is_noted() -> None:
+    server = _server("cuda")
+    small = torch.empty(2**20, dtype=torch.uint8, device="cuda")
+    del small
+    server._release()
+    assert server.gave_back_at == -math.inf
+    block = torch.empty(2 * 2**30, dtype=torch.uint8, device="cuda")
+    del block
+    server._release()
+    assert server.gave_back_at > time.monotonic() - 5
