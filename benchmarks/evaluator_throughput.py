@@ -21,8 +21,10 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 EXPORT = Path("docs/results/data/kernelbench_h200_evaluations.jsonl.gz")
 RAISES = """
@@ -107,14 +109,22 @@ def measure(args: argparse.Namespace) -> int:
     config = EvalConfig(device="cuda")
     out = Path(args.out)
     chosen = all_candidates(args.candidates, args.kernelbench)
+    if args.kinds:
+        chosen = [entry for entry in chosen if entry[2] in args.kinds]
     pairs = [
         (Problem(name=f"p{index}", source=problem_source, origin="<export>"), source)
         for index, (_, problem_source, _, source) in enumerate(chosen)
     ]
+    store = None
+    if args.references_first:
+        store, seconds = references_timed_first([p for p, _ in pairs], config)
+        with out.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"label": args.label, "references_first_s": seconds}) + "\n")
+        print(f"{args.label}: references timed first in {seconds:.1f} s", flush=True)
     began = start = time.perf_counter()
     # One after another on one GPU, as `autoprofiler eval` and `bench` run them: where the
     # package has a build lane, the CUDA extensions of later candidates build meanwhile.
-    results = evaluate_many(pairs, config, use_cache=False)
+    results = evaluate_many(pairs, config, store=store, use_cache=False)
     for done, evaluated in enumerate(results, start=1):
         index = int(evaluated.problem.name.removeprefix("p"))  # results pair by name
         name, _, kind, _ = chosen[index]
@@ -147,6 +157,24 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def references_timed_first(problems: list, config: Any) -> tuple[Any, float]:
+    """Time each distinct problem's reference (and torch.compile baseline) as ``evaluate``
+    does before its first candidate, into a store of its own, so that the candidates' walls
+    that follow hold no reference timing: (the store, the seconds it took)."""
+    from autoprofiler.evaluate import runner
+    from autoprofiler.store import Store
+
+    began = time.perf_counter()
+    store = Store(Path(tempfile.mkdtemp(prefix="throughput-store-")) / "store.sqlite")
+    for problem in {p.content_hash: p for p in problems}.values():
+        # the runner's own calls (the compared packages share them), not a public interface
+        reference = runner.REFERENCES.get(
+            problem, config, runner._reference_env(config), runner.default_work_root()
+        )
+        runner.reference_timings(reference, problem, config, store)
+    return store, time.perf_counter() - began
+
+
 def all_candidates(count: int, kernelbench: Path | None) -> list[tuple[str, str, str, str]]:
     """The export's candidates, then KernelBench's extension examples (when a checkout is
     given), in a fixed order, each (reference, candidate) pair once: the evaluator judges a
@@ -162,6 +190,8 @@ def all_candidates(count: int, kernelbench: Path | None) -> list[tuple[str, str,
 
 def report(rows_path: Path, markdown: Path | None) -> str:
     rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+    first = {r["label"]: r["references_first_s"] for r in rows if "references_first_s" in r}
+    rows = [r for r in rows if "index" in r]
     labels = sorted({r["label"] for r in rows})
     common = set.intersection(*({r["index"] for r in rows if r["label"] == lab} for lab in labels))
     lines = [
@@ -179,6 +209,9 @@ def report(rows_path: Path, markdown: Path | None) -> str:
             f"{statistics.median(r['wall_s'] - r['candidate_trials_s'] for r in mine):.2f} | "
             f"{shared:.1f} ({len(common)}) |"
         )
+    if first:
+        timed = ", ".join(f"{label} {seconds:.1f} s" for label, seconds in sorted(first.items()))
+        lines += ["", f"References timed before the candidates (not in the walls): {timed}."]
     names = {r["index"]: r["problem"] for r in rows if r.get("problem")}
     for index, (name, _, _, _) in enumerate(candidates(max(r["index"] for r in rows) + 1)):
         names.setdefault(index, name)  # rows of an earlier version name no problem
@@ -212,6 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kernelbench", type=Path, help="KernelBench checkout: add its load_inline examples"
     )
+    parser.add_argument(
+        "--kinds", nargs="+", help="only candidates of these kinds (compile, triton, load_inline, "
+        "other, raises, wrong)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--references-first", action="store_true",
+        help="time every problem's reference before the candidates (their walls then hold none)",
+    )  # fmt: skip
     parser.add_argument("--out", default="throughput_rows.jsonl")
     parser.add_argument("--deadline-s", type=float, default=0.0)
     parser.add_argument("--report", type=Path, help="summarize a rows file instead")

@@ -728,6 +728,36 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def judge_ours_again(args: argparse.Namespace) -> int:
+    """Judge again, by our evaluator only, the pairs of ``--out`` whose candidate hashes
+    ``--ours-again`` names; each row keeps KernelBench's side as measured before and records
+    the new run (command, our evaluator's version) under ``ours_again``."""
+    from autoprofiler.problem import Problem
+
+    export = read_export(args.evaluations)
+    rows = read_jsonl(args.out)
+    wanted = set(args.ours_again)
+    missing = wanted - {row["candidate_hash"] for row in rows}
+    if missing:
+        raise UsageError(f"--ours-again {' '.join(sorted(missing))}: no such pair in {args.out}")
+    fields = Pair.__dataclass_fields__
+    for index, row in enumerate(rows):
+        if row["candidate_hash"] not in wanted:
+            continue
+        pair = Pair(**{name: row[name] for name in fields})
+        problem = Problem.from_dict(export.problems[pair.problem_hash])
+        ours = _ours(problem, export.candidates[pair.candidate_hash]["source"])
+        again = build_row(pair, ours, row["kb"], row["kb_ref"], {})
+        kept = {k: v for k, v in row.items() if k not in again}  # the run's context, recorded
+        before = {"command": shlex.join(["python", *sys.argv]), "before": row["ours"]}
+        rows[index] = {**kept, **again, "ours_again": before}
+        tmp = args.out.with_suffix(".tmp")  # after each pair: a run cut short keeps the rest
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        tmp.replace(args.out)
+        print(f"{pair.key} {pair.candidate_hash}: ours {ours['correct']} {ours['speedup']}")
+    return 0
+
+
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
@@ -740,7 +770,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def _version(row: dict) -> str:
     """`` (vN)``: the evaluator version that made our verdict, when the row says."""
     version = row["ours"].get("evaluator_version")
-    return f" (v{version})" if version else ""
+    again = ", judged again" if "ours_again" in row else ""
+    return f" (v{version}{again})" if version else (f" ({again[2:]})" if again else "")
 
 
 def _verdict(value: bool | None) -> str:
@@ -780,6 +811,7 @@ def report_section(rows: list[dict], command: str = "") -> str:
         {f"{r.get('gpu')}, torch {r.get('torch')}, triton {r.get('triton')}" for r in rows}
     )
     commands = list(dict.fromkeys(r.get("command", "") for r in rows if r.get("command")))
+    commands += list(dict.fromkeys(r["ours_again"]["command"] for r in rows if "ours_again" in r))
     notes = sorted({n for r in rows for n in r.get("kb_notes", [])})
     found = sorted({str(r["ours"].get("evaluator_version") or "?") for r in rows})
     versions = "v" + ", v".join(found) if found else "?"
@@ -963,6 +995,10 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="first run KernelBench's calls N at a time to fill the compile caches (0: no)",
     )
+    parser.add_argument(
+        "--ours-again", nargs="+", metavar="HASH",
+        help="judge these pairs of --out again, ours only (KernelBench's side kept)",
+    )  # fmt: skip
     parser.add_argument("--kb-worker", type=Path, help=argparse.SUPPRESS)
     add_report_arguments(parser, "docs/results/evaluator.md")
     args = parser.parse_args(argv)
@@ -975,6 +1011,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.report:
             write_report(args.report, args.markdown, args.command)
             return 0
+        if args.ours_again:
+            if args.evaluations is None:
+                raise UsageError("--ours-again needs --evaluations")
+            return judge_ours_again(args)
         for name in ("kernelbench", "evaluations"):
             if getattr(args, name) is None:
                 raise UsageError(f"--{name} is required (or --report ROWS)")

@@ -20,20 +20,25 @@ do_bench) and everything written to ``--out``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import inspect
 import json
+import logging
+import os
 import platform
+import re
 import shlex
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401  (puts the checkout on sys.path)
+import _common  # puts the checkout on sys.path; its ROOT names it
 
 MB = 1024 * 1024
 
@@ -284,26 +289,253 @@ def build_variants(
     ]
 
 
-def evaluate_reference(problem: Any, output_slab: bool = True) -> dict:
+class _TrialLog(logging.Handler):
+    """Keeps the verdict's debug line of raw trial times."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _trials_from(line: str) -> dict[str, dict]:
+    """Per side (``candidate``, ``reference``), the raw trial, host and tail times and the
+    device allocations of its timed loop, from the verdict's debug line."""
+    lists = [json.loads(part) for part in re.findall(r"\[[^\]]*\]", line)]
+    allocs = [int(n) for n in re.findall(r"(\d+) allocations", line)]
+    if len(lists) != 6 or len(allocs) != 2:
+        return {}
+    fields = ("trial_ms", "host_ms", "tail_ms")
+    return {
+        side: {**dict(zip(fields, lists[3 * i : 3 * i + 3])), "device_allocs": allocs[i]}
+        for i, side in enumerate(("candidate", "reference"))
+    }
+
+
+def evaluate_reference(problem: Any, output_slab: bool = True, fork: bool = True) -> dict:
     """Our full ``evaluate`` of the reference as a candidate: the worker's reference and
-    candidate medians in this session; ``output_slab`` False hands the outputs over on the
-    host rather than in the GPU slab the reference process holds."""
+    candidate medians and raw trials in this session; ``output_slab`` False hands the outputs
+    over on the host rather than in the GPU slab the reference process holds; ``fork`` False
+    starts the candidate as a fresh interpreter rather than from a warm zygote."""
     from autoprofiler.evaluate import EvalConfig, evaluate
     from autoprofiler.evaluate.baselines import reference_as_candidate
 
     config = EvalConfig(device="cuda", output_slab=output_slab)
-    result = evaluate(problem, reference_as_candidate(problem), config)
+    handler = _TrialLog()
+    verdict_log = logging.getLogger("autoprofiler.evaluate.verdict")
+    verdict_log.addHandler(handler)
+    level = verdict_log.level
+    verdict_log.setLevel(logging.DEBUG)
+    forking = os.environ.get("AUTOPROFILER_FORKSERVER")
+    os.environ["AUTOPROFILER_FORKSERVER"] = "1" if fork else "0"
+    try:
+        result = evaluate(problem, reference_as_candidate(problem), config)
+    finally:
+        verdict_log.removeHandler(handler)
+        verdict_log.setLevel(level)
+        if forking is None:
+            os.environ.pop("AUTOPROFILER_FORKSERVER", None)
+        else:
+            os.environ["AUTOPROFILER_FORKSERVER"] = forking
+    loops = _trials_from(handler.lines[-1]) if handler.lines else {}
     return {
         "correct": result.correct,
         "failure": result.failure_message,
         "reference_ms": result.reference.median_ms if result.reference else None,
         "candidate_ms": result.candidate.median_ms if result.candidate else None,
-        "trials": result.reference.trials if result.reference else 0,
+        "reference_loop": loops.get("reference", {}),
+        "candidate_loop": loops.get("candidate", {}),
     }
 
 
-def _row(problem: str, round_no: int, variant: str, ms: Any, trials: int, error: str) -> dict:
-    return {
+HOLDER = """
+import json, sys, torch
+from autoprofiler.evaluate.cuda_ipc import OutputSlab
+size = int(float(sys.argv[1]) * 2**30)
+layout = [{"dtype": "uint8", "shape": [size], "offset": 0, "nbytes": size}]
+slab = OutputSlab({"held": layout}, torch.device("cuda"))
+print(json.dumps(slab.offer()), flush=True)
+sys.stdin.read()
+slab.close()
+"""
+
+
+@contextlib.contextmanager
+def memory_held_elsewhere(gib: float, open_here: bool) -> Iterator[None]:
+    """``gib`` GiB of device memory held by another process (as the reference process holds
+    an output slab), and (``open_here``) opened in this one over CUDA IPC, as a candidate
+    opens its slab."""
+    import torch
+
+    from autoprofiler.evaluate.cuda_ipc import OpenedSlab
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(gib)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, env={**os.environ, "PYTHONPATH": str(_common.ROOT)},
+    )  # fmt: skip
+    opened = None
+    try:
+        line = holder.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the process holding {gib:g} GiB did not start")
+        if open_here:
+            opened = OpenedSlab(json.loads(line), torch.device("cuda"))
+        yield
+    finally:
+        if opened is not None:
+            opened.close()
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def held_memory_variants(
+    model: Any, make_input: Callable[[int], list], device: Any, gib: float
+) -> list[tuple[str, Callable[[], tuple[float, int, list[float]]]]]:
+    """Our loop as ``evaluate()`` runs it (outputs kept), raw trials returned: alone, beside
+    ``gib`` GiB held by another process, and with that memory opened here too."""
+    import torch
+
+    from autoprofiler.evaluate import timing
+
+    def loop() -> tuple[float, int, list[float]]:
+        with torch.no_grad():
+            record, outputs = timing.run_timing_loop(
+                model, make_input, device, timing.LoopSettings(),
+                timing.pool_budget_bytes(device), keep_outputs=True,
+            )  # fmt: skip
+        del outputs
+        return _median(record.trial_ms), record.trials, [round(t, 4) for t in record.trial_ms]
+
+    def beside(open_here: bool) -> Callable[[], tuple[float, int, list[float]]]:
+        def run() -> tuple[float, int, list[float]]:
+            with memory_held_elsewhere(gib, open_here):
+                return loop()
+
+        return run
+
+    return [
+        ("run_timing_loop keep_outputs=True, raw trials", loop),
+        (f"run_timing_loop keep_outputs=True, {gib:g} GiB held by another process", beside(False)),
+        (
+            f"run_timing_loop keep_outputs=True, {gib:g} GiB held elsewhere and opened here",
+            beside(True),
+        ),
+    ]
+
+
+CHURN = """
+import gc, json, sys, time, torch
+from autoprofiler.evaluate import timing
+from autoprofiler.evaluate.inputs import clone_inputs, make_inputs
+from autoprofiler.problem import exec_problem_source
+calls, empty = int(sys.argv[1]), sys.argv[2] == "1"
+freed_gib, pause_s = float(sys.argv[3]), float(sys.argv[4])
+module = exec_problem_source(sys.stdin.read(), "autoprofiler_churn_probe")
+device = torch.device("cuda")
+with torch.device(device):
+    torch.manual_seed(42)
+    model = module.Model(*module.get_init_inputs()).to(device).eval()
+with torch.no_grad():
+    for call in range(calls):  # as the candidate's correctness trials: input, clone, output
+        inputs = make_inputs(module, 7 + call, device)
+        given = clone_inputs(inputs)
+        out = model(*given)
+        torch.cuda.synchronize()
+        del inputs, given, out
+    if freed_gib:  # memory written, then given back to the driver
+        block = torch.ones(int(freed_gib * 2**30), dtype=torch.uint8, device=device)
+        torch.cuda.synchronize()
+        del block
+    gc.collect()
+    if empty or freed_gib:
+        torch.cuda.empty_cache()
+    time.sleep(pause_s)
+    record, outputs = timing.run_timing_loop(
+        model, lambda j: make_inputs(module, 1000 + j, device), device, timing.LoopSettings(),
+        timing.pool_budget_bytes(device), keep_outputs=True,
+    )
+print(json.dumps({"trial_ms": [round(t, 4) for t in record.trial_ms],
+                  "tail_ms": [round(t, 4) for t in record.tail_ms],
+                  "device_allocs": record.device_allocs}))
+"""
+
+FRAGMENTER = """
+import sys, torch
+total, chunk = int(float(sys.argv[1]) * 2**30), int(float(sys.argv[2]) * 2**20)
+blocks = [torch.empty(chunk, dtype=torch.uint8, device="cuda") for _ in range(total // chunk)]
+del blocks[::2]  # every other block given back: the free memory is in holes between the rest
+torch.cuda.empty_cache()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def fragmented_memory(gib: float, chunk_mib: float) -> Iterator[None]:
+    """``gib`` GiB of device memory taken by another process in ``chunk_mib`` MiB blocks,
+    every other one given back: free memory in holes, as a long-lived process that allocated
+    and freed leaves it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", FRAGMENTER, str(gib), str(chunk_mib)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        if holder.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the process fragmenting {gib:g} GiB did not start")
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def churn_variants(problem: Any) -> list[tuple[str, Callable[[], tuple]]]:
+    """Our loop as ``evaluate()`` runs it, each in a fresh process: first thing; after five
+    calls as the candidate's correctness trials make them (inputs, their copies, outputs),
+    the allocator's cache emptied after them or kept; after 40 GiB written and given back to
+    the driver, at once or 3 s later; beside another process that just gave back every other
+    block of 60 GiB, at once or 3 s later."""
+
+    def fresh(calls: int, empty: bool, freed_gib: float = 0, pause_s: float = 0) -> Callable:
+        def run() -> tuple:
+            argv = [str(calls), "1" if empty else "0", str(freed_gib), str(pause_s)]
+            done = subprocess.run(
+                [sys.executable, "-c", CHURN, *argv],
+                input=problem.source, capture_output=True, text=True, timeout=300, check=False,
+                env={**os.environ, "PYTHONPATH": str(_common.ROOT)},
+            )  # fmt: skip
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr.strip().splitlines()[-1][:200])
+            loop = json.loads(done.stdout.strip().splitlines()[-1])
+            trial_ms = loop["trial_ms"]
+            return _median(trial_ms), len(trial_ms), trial_ms, loop
+
+        return run
+
+    def beside_holes(pause_s: float) -> Callable[[], tuple]:
+        def run() -> tuple:
+            with fragmented_memory(60, 64):
+                return fresh(0, False, 0, pause_s)()
+
+        return run
+
+    return [
+        ("fresh process: our loop first", fresh(0, False)),
+        ("fresh process: our loop after 5 correctness-like calls, cache emptied", fresh(5, True)),
+        ("fresh process: our loop after 5 correctness-like calls, cache kept", fresh(5, False)),
+        ("fresh process: our loop just after 40 GiB given back", fresh(0, False, 40)),
+        ("fresh process: our loop 3 s after 40 GiB given back", fresh(0, False, 40, 3)),
+        ("fresh process: our loop beside 60 GiB in 64 MiB holes just made", beside_holes(0)),
+        ("fresh process: our loop beside 60 GiB in 64 MiB holes made 3 s before", beside_holes(3)),
+    ]
+
+
+def _row(
+    problem: str, round_no: int, variant: str, ms: Any, trials: int, error: str,
+    trial_ms: list[float] | None = None,
+) -> dict:  # fmt: skip
+    row = {
         "problem": problem,
         "round": round_no,
         "variant": variant,
@@ -311,6 +543,26 @@ def _row(problem: str, round_no: int, variant: str, ms: Any, trials: int, error:
         "trials": trials,
         "error": error,
     }
+    if trial_ms is not None:
+        row["trial_ms"] = trial_ms
+    return row
+
+
+def _measured(problem: str, rounds: int, variants: list[tuple[str, Callable]]) -> list[dict]:
+    """A row per variant and round, the variants interleaved; ``measure()`` returns (ms,
+    trials), (ms, trials, raw trial ms) or (ms, trials, raw trial ms, the loop's record)."""
+    rows = []
+    for round_no in range(rounds):
+        for name, measure in variants:
+            try:
+                ms, trials, *raw = measure()
+                error = ""
+            except Exception as exc:  # recorded, the probe goes on
+                ms, trials, raw, error = None, 0, [], f"{type(exc).__name__}: {exc}"[:300]
+            row = _row(problem, round_no, name, ms, trials, error, *raw[:1])
+            rows.append({**row, "loop": raw[1]} if len(raw) > 1 else row)
+            print(json.dumps(rows[-1]), flush=True)  # a probe cut short keeps what it measured
+    return rows
 
 
 def probe_problem(problem: Any, args: argparse.Namespace) -> list[dict]:
@@ -329,30 +581,33 @@ def probe_problem(problem: Any, args: argparse.Namespace) -> list[dict]:
             values = list(module.get_inputs())
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
 
-    rows = []
     variants = build_variants(model, make_input, device, args)
-    for round_no in range(args.rounds):
-        for name, measure in variants:
-            try:
-                ms, trials = measure()
-                error = ""
-            except Exception as exc:  # recorded, the probe goes on
-                ms, trials, error = None, 0, f"{type(exc).__name__}: {exc}"[:300]
-            rows.append(_row(problem.key, round_no, name, ms, trials, error))
-    del model, variants
+    rows = _measured(problem.key, args.rounds, variants)
+    held = held_memory_variants(model, make_input, device, args.hold_gib) if args.hold_gib else []
+    rows += _measured(problem.key, args.hold_rounds, held)
+    rows += _measured(problem.key, args.churn_rounds, churn_variants(problem))
+    del model, variants, held
     gc.collect()
     torch.cuda.empty_cache()
-    for slab in (True, False) if args.evaluate else ():
-        label = "evaluate()" if slab else "evaluate(), outputs handed over on the host"
+    ways = [(True, True)] if args.evaluate else []
+    ways += [(False, True), (True, False)] if args.evaluate_ways else []
+    for slab, fork in ways:
+        label = "evaluate()" + ("" if slab else ", outputs handed over on the host")
+        label += "" if fork else ", candidate not forked"
         try:
-            result = evaluate_reference(problem, output_slab=slab)
+            result = evaluate_reference(problem, output_slab=slab, fork=fork)
         except Exception as exc:  # recorded, the probe goes on
             rows.append(_row(problem.key, 0, label, None, 0, f"{exc}"[:300]))
         else:
             for side in ("reference", "candidate"):
-                ms = result[f"{side}_ms"]
-                name = f"{label}: {side} median"
-                rows.append(_row(problem.key, 0, name, ms, result["trials"], result["failure"]))
+                loop = result[f"{side}_loop"]
+                trial_ms = loop.get("trial_ms", [])
+                row = _row(
+                    problem.key, 0, f"{label}: {side} median", result[f"{side}_ms"],
+                    len(trial_ms), result["failure"], trial_ms,
+                )  # fmt: skip
+                rows.append({**row, "loop": loop})
+                print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -406,6 +661,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=30, help="trials of the probe's own loops")
     parser.add_argument("--idle-s", type=float, default=1.0, help="idle before the idle variants")
     parser.add_argument("--evaluate", action="store_true", help="also our full evaluate()")
+    parser.add_argument(
+        "--evaluate-ways", action="store_true",
+        help="with --evaluate, also with outputs handed over on the host and with no fork",
+    )  # fmt: skip
+    parser.add_argument(
+        "--hold-gib", type=float, default=0.0,
+        help="also our loop beside this much device memory held (and opened) by another process",
+    )  # fmt: skip
+    parser.add_argument("--hold-rounds", type=int, default=3, help="rounds of the --hold-gib loops")
+    parser.add_argument(
+        "--churn-rounds", type=int, default=0,
+        help="rounds of our loop in fresh processes, first and after correctness-like calls",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("reference_timing_probe.json"))
     args = parser.parse_args(argv)
     try:

@@ -263,6 +263,24 @@ def test_measuring_loop_records_resumes_and_reports(
         page.read_text()
     )
 
+    # --ours-again: one pair judged again by our evaluator alone, KernelBench's side kept.
+    def ours_fails(problem, source: str) -> dict:
+        return {"correct": False, "failure_kind": "out_of_memory", "failure_message": "m",
+                "ref_ms": 4.0, "cand_ms": None, "speedup": None, "wall_s": 0.0}  # fmt: skip
+
+    monkeypatch.setattr(crosscheck, "_ours", ours_fails)
+    again = ["--evaluations", str(EXPORT), "--out", str(out), "--ours-again"]
+    assert crosscheck.main([*again, rows[0]["candidate_hash"]]) == 0
+    after = [json.loads(line) for line in out.read_text().splitlines()]
+    assert after[1:] == rows[1:] and len(calls.read_text().splitlines()) == 3
+    assert after[0]["ours"]["correct"] is False and after[0]["agree"] is False
+    assert after[0]["kb"] == rows[0]["kb"] and after[0]["recorded"] == rows[0]["recorded"]
+    assert after[0]["ours_again"]["before"] == rows[0]["ours"]
+    assert after[0]["kernelbench_commit"] == "0123abcd"
+    assert crosscheck.main([*again, "0000"]) == 2  # no such pair: one line, nothing changed
+    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    monkeypatch.setattr(crosscheck, "_ours", ours)
+
     # --warm: each pair's eval runs once more before the timed pass, in parallel workers.
     warm_out = tmp_path / "warm.jsonl"
     warm_args = [*args[:-1], str(warm_out), "--warm", "2"]
