@@ -236,6 +236,9 @@ def test_has_triton_kernels():
 def test_triton_kernels_compile_in_the_lane_with_no_gpu(tmp_path, monkeypatch):
     pytest.importorskip("triton.backends.nvidia.driver", reason="Triton's CUDA backend")
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # compiled for the GPU named, not interpreted
+    # Inductor names a Triton cache in os.environ once it has compiled in this process (an
+    # earlier test's torch.compile); a caller's cache would then be every candidate's.
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
     source = _triton_candidate()
     with BuildLane(EvalConfig(device="cpu"), tmp_path, triton_target="9.0") as lane:
         lane.submit(PROBLEM, source)
@@ -270,6 +273,7 @@ def test_triton_is_built_only_for_a_gpu(tmp_path):
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
 def test_the_timed_run_loads_the_triton_kernels_the_lane_compiled(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOPROFILER_HOME", str(tmp_path))
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)  # the candidate's own, as above
     config = EvalConfig(device="cuda", compile_timeout_s=120.0)
     source = _triton_candidate()
     with BuildLane(config) as lane:
