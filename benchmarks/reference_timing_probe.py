@@ -9,12 +9,19 @@ changes one thing at a time: autograd on or off, the L2 flush off or with do_ben
 a device synchronisation inside or before each trial, a distinct input per trial, the
 output's memory (the previous one held, each copied, a fresh ``cudaMalloc``), one pair of
 events around all calls, an idle GPU before timing. ``--evaluate`` adds our full
-``evaluate`` of the reference as a candidate (the times our workers report in this session).
-Each variant runs ``--rounds`` times, interleaved; one table is printed (median ms, ratio to
-do_bench) and everything written to ``--out``.
+``evaluate`` of the reference as a candidate (the times our workers report in this session,
+with each side's trial, host and tail times and device allocations; ``--evaluate-ways`` also
+with outputs on the host and with no fork). ``--hold-gib`` times our loop beside memory another
+process holds; ``--churn-rounds`` times it in fresh processes: first thing, after calls like the
+candidate's correctness trials (the allocator's cache emptied or kept), just after or 3 s after
+memory was given back to the driver, and beside memory in holes. Each variant runs
+``--rounds`` times, interleaved; each row is printed as it is measured, one table at the end
+(median ms, ratio to do_bench), and everything written to ``--out``.
 
     python benchmarks/reference_timing_probe.py --problems PROBLEMS.jsonl --out probe.json
     python benchmarks/reference_timing_probe.py --problems P.jsonl --ids 19 24 23 --evaluate
+    python benchmarks/reference_timing_probe.py --problems P.jsonl --ids 19 --rounds 0 \
+        --churn-rounds 1 --evaluate
 """
 
 from __future__ import annotations
