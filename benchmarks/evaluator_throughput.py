@@ -144,6 +144,8 @@ def measure(args: argparse.Namespace) -> int:
             "wall_s": wall,
             "candidate_trials_s": timed,
             "speedup": result.speedup,
+            "evaluate_s": result.wall_s,
+            "stages_s": getattr(result, "stages_s", None),  # packages before stages: None
         }
         with out.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
@@ -231,10 +233,46 @@ def report(rows_path: Path, markdown: Path | None) -> str:
                     f"| {label} | {kind} | {len(mine)} | {sum(r['correct'] for r in mine)} | "
                     f"{statistics.median(r['wall_s'] for r in mine):.2f} |"
                 )
+    lines += stage_table(rows)
     text = "\n".join(lines) + "\n"
     if markdown is not None:
         markdown.write_text(text, encoding="utf-8")
     return text
+
+
+def stage_table(rows: list[dict]) -> list[str]:
+    """Median seconds per stage of an evaluation (``EvalResult.stages_s``), by evaluator and
+    kind, for rows that have them: *outside* is the benchmark's wall beyond ``evaluate``'s
+    (waiting for a build run), *other* ``evaluate``'s wall beyond its stages."""
+    staged = [r for r in rows if r.get("stages_s")]
+    if not staged:
+        return []
+    names = list(dict.fromkeys(name for r in staged for name in r["stages_s"]))
+    columns = ["outside", *names, "other"]
+    lines = [
+        "",
+        "| evaluator | kind | n | " + " | ".join(columns) + " |",
+        "|---|---|---|" + "---|" * len(columns),
+    ]
+    for label in sorted({r["label"] for r in staged}):
+        for kind in sorted({r["kind"] for r in staged}):
+            mine = [r for r in staged if r["label"] == label and r["kind"] == kind]
+            if not mine:
+                continue
+            cells = []
+            for column in columns:
+                values = [_stage(r, column) for r in mine]
+                cells.append(f"{statistics.median(values):.2f}")
+            lines.append(f"| {label} | {kind} | {len(mine)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _stage(row: dict, column: str) -> float:
+    if column == "outside":
+        return row["wall_s"] - row["evaluate_s"]
+    if column == "other":
+        return row["evaluate_s"] - sum(row["stages_s"].values())
+    return row["stages_s"].get(column, 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,8 @@ made from the seeds it is given, writes each output it is judged on to a file, t
 failures and what its watchers saw. Trusted code (:mod:`~autoprofiler.evaluate.verdict`, the
 reference process) makes the verdict once this process is gone.
 
-Talk with the runner: phases on the status pipe (``compile`` until the first forward returns,
+Talk with the runner: phases on the status pipe (``device`` once its CUDA context is made,
+``compile`` until the first forward returns, with ``built`` once the candidate is constructed,
 ``run``, ``ready`` when it waits for the timing seed, ``timed N`` after N timed trials,
 ``done``); the runner writes the timing seed, then the indices of the timed trials whose
 outputs it wants, as JSON lines on standard input. Nothing the candidate can see before its
@@ -141,6 +142,18 @@ def _release(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def _open_device(device: torch.device) -> None:
+    """Make this process's CUDA context now, so that the runner's clock tells its cost apart
+    from the candidate's own start-up."""
+    if device.type != "cuda":
+        return
+    try:
+        torch.zeros(1, device=device)
+    except Exception as exc:  # a device that cannot be used is a failed run, not a crash
+        message = f"the GPU could not be used: {exc}"
+        raise CandidateFailure(classify_exception(exc), message) from None
 
 
 def _limit_address_space(limit_gb: float, device: torch.device) -> None:
@@ -302,6 +315,7 @@ def _build(run: _Run) -> None:
                 raise CandidateFailure(kind, message) from None
             if isinstance(candidate, torch.nn.Module):
                 candidate = candidate.to(device).eval()
+    run.channel.phase("built")
     run.candidate = candidate
     run.report.compiled = True
 
@@ -384,6 +398,8 @@ def run_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
         if config.memory_limit_gb:
             _limit_address_space(config.memory_limit_gb, device)
         run = _Run(job, config, device, report, channel, audit, Path(job["output_dir"]))
+        _open_device(device)
+        channel.phase("device")
         _build(run)
         run.open_slab()
         try:

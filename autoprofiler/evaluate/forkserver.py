@@ -1,14 +1,15 @@
 """Warm candidate processes: Python and torch imported once, each candidate in a fresh child.
 
-A zygote (:func:`main`, in a process of its own) imports torch and the candidate side
-without touching CUDA, then, for each candidate it is handed, forks a child that starts a
-session of its own and runs :func:`autoprofiler.evaluate.candidate.main`. The child makes its
-own CUDA context: none is ever shared between candidates, and the zygote never has one. The
-zygote is a child subreaper and runs one candidate at a time: when the child ends, every
-process left below the zygote is the candidate's, and is killed (the sweep of
-:mod:`~autoprofiler.evaluate.containment`) before the exit status goes back. It holds nothing
-a verdict depends on: a candidate that tampers with it can slow or break later candidates of
-the same zygote, not forge their verdicts (docs/SECURITY.md).
+A zygote (:func:`main`, in a process of its own) imports torch, Triton
+(:data:`WARM_IMPORTS`) and the candidate side without touching CUDA: it refuses to serve if
+its imports opened the GPU's device files. Then, for each candidate it is handed, it forks a
+child that starts a session of its own and runs :func:`autoprofiler.evaluate.candidate.main`.
+The child makes its own CUDA context: none is ever shared between candidates, and the zygote
+never has one. The zygote is a child subreaper and runs one candidate at a time: when the
+child ends, every process left below the zygote is the candidate's, and is killed (the sweep
+of :mod:`~autoprofiler.evaluate.containment`) before the exit status goes back. It holds
+nothing a verdict depends on: a candidate that tampers with it can slow or break later
+candidates of the same zygote, not forge their verdicts (docs/SECURITY.md).
 
 The runner talks to it over a Unix socket: a JSON request (job path, folder, environment)
 with the candidate's standard input, log and status pipe as passed file descriptors; the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -28,17 +30,30 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+# Imported once in the zygote rather than in every candidate. Not torch.compile's modules: on
+# the H200 (torch 2.11) importing torch._dynamo and torch._inductor opened /dev/nvidiactl (a
+# CUDA query at import), and CUDA must not be set up in a process that forks candidates
+# (docs/results/evaluator_throughput.md).
+WARM_IMPORTS = ("triton",)
+GPU_DEVICE_FILES = "/dev/nvidia"
 START_TIMEOUT_S = 120.0
 MAX_MESSAGE = 1 << 20
 
 
 class ForkServerError(RuntimeError):
     """The zygote could not be started or stopped answering."""
+
+
+class ZygoteRefused(ForkServerError):
+    """The zygote would not serve (its imports opened the GPU): none of its kind will."""
+
+    reported = False  # set once a caller has told the user
 
 
 # --- the zygote ------------------------------------------------------------------------------
@@ -65,6 +80,9 @@ def _child(request: dict, fds: list[int]) -> None:
         from autoprofiler.evaluate import candidate
 
         candidate.main(["candidate", request["job"]], status_fd=status_fd)
+    except BaseException:  # a harness failure: its traceback goes to the log the runner quotes
+        traceback.print_exc()
+        sys.stderr.flush()
     finally:
         os._exit(70)  # main leaves with os._exit; anything else is a harness failure
 
@@ -105,21 +123,49 @@ def _serve(channel: socket.socket) -> None:
         channel.sendall(json.dumps({"exit": status}).encode() + b"\n")
 
 
+def warm_up() -> None:
+    """Import :data:`WARM_IMPORTS` (best effort: what is missing or broken is the candidate's
+    to find)."""
+    for name in WARM_IMPORTS:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+def opened_gpu_files() -> list[str]:
+    """The GPU device files this process holds open (a CUDA driver initialised here)."""
+    opened = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(GPU_DEVICE_FILES):
+                opened.append(target)
+    return opened
+
+
 def main() -> int:
     channel = socket.socket(fileno=int(sys.argv[-1]))
     import torch  # noqa: F401  (the point of the zygote: imported once)
 
-    with contextlib.suppress(ImportError):
-        import triton  # noqa: F401  (Triton candidates then skip its import too)
-
     import autoprofiler.evaluate.candidate  # noqa: F401
 
+    warm_up()
+    opened = opened_gpu_files()
+    if opened:  # a CUDA driver set up before fork fails in every child: no zygote, then
+        refusal = {"ready": False, "why": f"its warm-up opened {opened[0]}"}
+        channel.sendall(json.dumps(refusal).encode() + b"\n")
+        return 1
     channel.sendall(b'{"ready": true}\n')
     _serve(channel)
     return 0
 
 
 # --- the runner's side -----------------------------------------------------------------------
+
+
+def import_environment(env: dict[str, str]) -> tuple[str | None, ...]:
+    """What of ``env`` a zygote's imports depend on: candidates that differ here need
+    zygotes of their own."""
+    return tuple(env.get(k) for k in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET"))
 
 
 class Zygote:
@@ -139,8 +185,10 @@ class Zygote:
         self._channel = ours
         self._reader: IO[bytes] = ours.makefile("rb")
         self._environment = dict(env)
-        if self._line(START_TIMEOUT_S).get("ready") is not True:
-            raise ForkServerError("the zygote did not start")
+        started = self._line(START_TIMEOUT_S)
+        if started.get("ready") is not True:
+            self.close()
+            raise ZygoteRefused(f"the zygote refused to serve: {started.get('why', 'no reason')}")
 
     def _line(self, timeout_s: float | None) -> dict:
         self._channel.settimeout(timeout_s)
@@ -160,8 +208,7 @@ class Zygote:
     def serves(self, env: dict[str, str]) -> bool:
         """Whether a candidate with ``env`` may be forked from this zygote (same interpreter
         environment at import time)."""
-        keep = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET")
-        return all(env.get(k) == self._environment.get(k) for k in keep)
+        return import_environment(env) == import_environment(self._environment)
 
     def fork(self, job: Path, cwd: Path, env: dict[str, str], fds: list[int]) -> int:
         request = {"job": str(job), "cwd": str(cwd), "env": env}
@@ -225,6 +272,7 @@ class ZygotePool:
 
     def __init__(self) -> None:
         self._idle: list[Zygote] = []
+        self._refused: dict[tuple[str | None, ...], ZygoteRefused] = {}
         self._lock = threading.Lock()
         # Zygotes are started from one thread that lives as long as the process: a child's
         # PR_SET_PDEATHSIG fires when the *thread* that started it ends.
@@ -233,13 +281,21 @@ class ZygotePool:
 
     def start(self, job: Path, cwd: Path, env: dict[str, str], log_fd: int,
               status_fd: int) -> ForkedCandidate:  # fmt: skip
+        kind = import_environment(env)
         with self._lock:
+            if kind in self._refused:
+                raise self._refused[kind]
             # The most recently idle first: the warmest, and the one a caller just used.
             zygote = next((z for z in reversed(self._idle) if z.alive and z.serves(env)), None)
             if zygote is not None:
                 self._idle.remove(zygote)
         if zygote is None:
-            zygote = self._launcher.submit(Zygote, env).result()
+            try:
+                zygote = self._launcher.submit(Zygote, env).result()
+            except ZygoteRefused as refused:
+                with self._lock:
+                    self._refused[kind] = refused
+                raise
         return ForkedCandidate(zygote, job, cwd, env, log_fd, status_fd, self._give_back)
 
     def _give_back(self, zygote: Zygote) -> None:

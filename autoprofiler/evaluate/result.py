@@ -85,6 +85,9 @@ class EvalResult:
     timed_outputs_checked: int = 0
     timing_phase_s: float | None = None  # the candidate's timing phase, by the trusted clock
     settings: dict[str, str] = field(default_factory=dict)  # what the candidate was timed under
+    # Where the wall time went, by the trusted clock: the reference's timings (or their lookup)
+    # and each stage of the candidate's run (runner.STAGE_FROM_MARK), then "verdict".
+    stages_s: dict[str, float] = field(default_factory=dict)
 
     def add_finding(self, finding: Finding) -> None:
         """Record ``finding``; a second one of the same name only raises the severity."""

@@ -31,7 +31,12 @@ from pathlib import Path
 from autoprofiler.evaluate.checks import scan_source
 from autoprofiler.evaluate.config import EVALUATOR_VERSION, EvalConfig
 from autoprofiler.evaluate.containment import supervised_command
-from autoprofiler.evaluate.forkserver import ForkedCandidate, ForkServerError, ZygotePool
+from autoprofiler.evaluate.forkserver import (
+    ForkedCandidate,
+    ForkServerError,
+    ZygotePool,
+    ZygoteRefused,
+)
 from autoprofiler.evaluate.inputs import TrialSeeds
 from autoprofiler.evaluate.recorded import replay_evaluation
 from autoprofiler.evaluate.reference import ProblemReference, ReferenceError, ReferencePool
@@ -59,6 +64,18 @@ TIMED_SAMPLE = 4
 SHARED_MEMORY = "/dev/shm"
 OUTPUT_DISK_HEADROOM_BYTES = 2 * 2**30  # left free on the work folder's disk
 POLL_S = 0.2
+# The stage that starts at each mark of a candidate's run (its status words, and the runner's
+# "began" before starting it): the stages of ``EvalResult.stages_s``.
+STAGE_FROM_MARK = {
+    "began": "start",  # fork or spawn, the process's set-up and its CUDA context
+    "device": "problem",  # the problem's module run
+    "compile": "build",  # the candidate imported and constructed
+    "built": "first_call",  # its first forward (JIT compiles, autotuning, lazy set-up)
+    "run": "correctness",  # the other correctness trials and their outputs handed over
+    "ready": "timing",  # the timing phase, inputs pool included
+    "timed": "handover",  # the asked timed outputs, the second shape, the report
+    "done": "exit",  # the process gone, and every process it started
+}
 # Folders the worker writes to besides its work folder, by default inside it. Without a
 # sandbox, variables the user set are kept and Inductor keeps its shared cache (compiles are
 # reused across candidates). In a sandbox only the work folder is writable, so every one of
@@ -209,12 +226,15 @@ def evaluate(
     except ReferenceError as exc:
         result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
         result.failure_kind, result.failure_message = FailureKind.REFERENCE_ERROR, str(exc)
+        result.stages_s = {"reference": time.perf_counter() - began}
     else:
+        reference_s = time.perf_counter() - began
         judge = functools.partial(
             _judge_candidate,
             problem, candidate_hash, candidate_path, config, work_dir, reference, timings,
         )  # fmt: skip
         result = judge_beside_slab(judge, problem)
+        result.stages_s = {"reference": reference_s, **result.stages_s}
         confirm_reference(result, reference, problem, config, store, timings)
     _merge_static_findings(result, scan_source(candidate_source, problem.source))
     return _finished(result, problem, candidate_source, config, store, began)
@@ -525,6 +545,26 @@ def _free_bytes(folder: Path) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
+OUTPUTS_PREFIX = "autoprofiler-outputs-"  # then the pid of the process that judged the run
+
+
+def sweep_abandoned_outputs(folder: Path) -> None:
+    """Remove the output folders in ``folder`` left by runs whose judging process is gone
+    (killed before it could clean up): in ``/dev/shm`` they hold memory until a reboot."""
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            pid = entry.name.removeprefix(OUTPUTS_PREFIX).partition("-")[0]
+            if not entry.name.startswith(OUTPUTS_PREFIX) or not pid.isdigit():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                log.info("removing %s, left by a run that was killed", entry)
+                shutil.rmtree(entry, ignore_errors=True)
+            except PermissionError:  # another user's process, alive
+                continue
+
+
 def _output_root(config: EvalConfig, work_dir: Path, output_bytes: int, needed: bool) -> Path:
     """Where the candidate's outputs cross to the trusted side: shared memory (``/dev/shm``)
     when it has room for twice what they take, else the work folder (always under a sandbox,
@@ -536,9 +576,11 @@ def _output_root(config: EvalConfig, work_dir: Path, output_bytes: int, needed: 
     shm = Path(SHARED_MEMORY)
     shm_free = 0
     if not config.sandbox and shm.is_dir() and os.access(shm, os.W_OK):
+        sweep_abandoned_outputs(shm)
         shm_free = _free_bytes(shm)
         if shm_free >= 2 * need:
             return shm
+    sweep_abandoned_outputs(work_dir)
     disk_free = _free_bytes(work_dir)
     if needed and disk_free < need + OUTPUT_DISK_HEADROOM_BYTES:
         raise NoRoomForOutputs(
@@ -565,6 +607,19 @@ class _Exchange:
     timing_phase_s: float | None = None
     trials: int = 0
     asked: list[int] = field(default_factory=list)
+    marks: dict[str, float] = field(default_factory=dict)  # STAGE_FROM_MARK's, when first seen
+
+
+def stage_seconds(marks: dict[str, float], ended: float) -> dict[str, float]:
+    """Seconds per stage of a candidate's run from the times its marks were seen (by the
+    runner's clock), the last stage ending at ``ended``. A diagnostic, never part of a
+    verdict: the candidate writes the words, so only the clock is trusted."""
+    ordered = sorted((at, name) for name, at in marks.items() if name in STAGE_FROM_MARK)
+    stages: dict[str, float] = {}
+    for (at, name), (until, _) in zip(ordered, [*ordered[1:], (ended, "")]):
+        stage = STAGE_FROM_MARK[name]
+        stages[stage] = stages.get(stage, 0.0) + max(until - at, 0.0)
+    return stages
 
 
 def judge_beside_slab(
@@ -580,7 +635,9 @@ def judge_beside_slab(
             "with its outputs crossing on the host",
             problem.key,
         )
+        first_run_s = sum(result.stages_s.values())
         result, _ = judge(False)
+        result.stages_s = {"first_run": first_run_s, **result.stages_s}
     return result
 
 
@@ -606,7 +663,7 @@ def _judge_candidate(
         result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
         result.failure_kind, result.failure_message = FailureKind.OUT_OF_MEMORY, str(exc)
         return result, False
-    output_dir = root / f"autoprofiler-outputs-{run_id}"
+    output_dir = root / f"{OUTPUTS_PREFIX}{run_id}"
     output_dir.mkdir()
     report_path = work_dir / f"report-{run_id}.json"
     job_path = work_dir / f"job-{run_id}.json"
@@ -631,14 +688,17 @@ def _judge_candidate(
         job["slab"] = slab[1]
     job_path.write_text(json.dumps(job), encoding="utf-8")
     log_path = work_dir / f"worker-{run_id}.log"
+    began = time.perf_counter()
     with open(log_path, "wb") as log_file:
         process = _start_candidate(prefix, job_path, work_dir, env, log_file.fileno(), write_fd)
     os.close(write_fd)
+    exchange = _Exchange(marks={"began": began})
     try:
-        exchange = _watch(process, read_fd, config, seeds, output_bytes)
+        _watch(process, read_fd, config, seeds, output_bytes, exchange)
     finally:
         os.close(read_fd)
         stop_process(process)
+    gone = time.perf_counter()
     report = _read_report(report_path)
     try:
         if report is None:
@@ -659,6 +719,7 @@ def _judge_candidate(
         shutil.rmtree(output_dir, ignore_errors=True)
         with contextlib.suppress(OSError):
             log_path.replace(work_dir / "worker.log")  # the last run's log
+    result.stages_s = {**stage_seconds(exchange.marks, gone), "verdict": time.perf_counter() - gone}
     return result, slab is not None
 
 
@@ -690,6 +751,10 @@ def _start_candidate(
     if not prefix and _forking():
         try:
             return ZYGOTES.start(job_path, work_dir, env, log_fd, status_fd)
+        except ZygoteRefused as exc:  # the same refusal for every candidate: said once
+            if not exc.reported:
+                log.warning("%s; starting candidates afresh", exc)
+                exc.reported = True
         except ForkServerError as exc:
             log.warning("%s; starting the candidate afresh", exc)
     command = [*prefix, sys.executable, "-m", "autoprofiler.evaluate.candidate", str(job_path)]
@@ -711,8 +776,10 @@ def _watch(
     config: EvalConfig,
     seeds: TrialSeeds,
     output_bytes: int,
-) -> _Exchange:
-    """Follow the candidate's phases until it exits, answering its two questions.
+    exchange: _Exchange,
+) -> None:
+    """Follow the candidate's phases until it exits, answering its two questions, and note in
+    ``exchange`` what it saw (each mark's time as it arrived).
 
     The phases are ``compile``, ``run`` and ``exit`` (after it said ``done``, a short grace).
     On ``ready`` the timing seed is written to it, and the clock of its timing phase starts;
@@ -720,7 +787,6 @@ def _watch(
     checked are chosen and written. Nothing the process writes or closes makes this wait
     beyond the current limit.
     """
-    exchange = _Exchange()
     phase = "compile"
     deadline = time.monotonic() + config.compile_timeout_s
     buffer = b""
@@ -731,7 +797,7 @@ def _watch(
         if remaining <= 0:
             log.warning("candidate timed out in phase %s; stopping it", phase)
             exchange.timed_out_in = phase
-            return exchange
+            return
         if not reading:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=min(remaining, POLL_S))
@@ -747,6 +813,8 @@ def _watch(
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             word, _, rest = line.decode(errors="replace").partition(" ")
+            if word in STAGE_FROM_MARK:
+                exchange.marks.setdefault(word, time.perf_counter())
             if word == "run" and phase == "compile":
                 phase = "run"
                 deadline = time.monotonic() + config.run_timeout_s
@@ -761,7 +829,6 @@ def _watch(
             elif word == "done" and phase != "exit":
                 phase = "exit"
                 deadline = time.monotonic() + _exit_grace_s(config)
-    return exchange
 
 
 def _tell(process: subprocess.Popen | ForkedCandidate, message: dict) -> None:

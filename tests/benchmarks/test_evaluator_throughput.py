@@ -54,3 +54,23 @@ def test_the_report_compares_the_candidates_both_evaluators_judged(tmp_path: Pat
     assert "| new | 3 | 7.0 | 25.7 | 2.00 | 1.50 | 4.0 (2) |" in text
     assert "| old | 2 | 10.0 | 12.0 | 5.00 | 4.50 | 10.0 (2) |" in text
     assert (ROOT / "benchmarks" / "evaluator_throughput.py").is_file()
+
+
+def test_the_stage_table_shows_medians_by_kind_with_what_no_stage_holds(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    lines = [
+        {"label": "new", "index": index, "problem": "p", "kind": "triton", "correct": True,
+         "wall_s": 5.0 + index, "candidate_trials_s": 0.5, "evaluate_s": 4.0 + index,
+         "stages_s": {"reference": 0.0, "start": 0.5, "first_call": 2.0 + index}}
+        for index in range(3)
+    ] + [
+        {"label": "old", "index": 0, "problem": "p", "kind": "triton", "correct": True,
+         "wall_s": 9.0, "candidate_trials_s": 0.5, "evaluate_s": 9.0, "stages_s": None}
+    ]  # fmt: skip
+    rows.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    text = throughput.report(rows, None)
+    assert "| evaluator | kind | n | outside | reference | start | first_call | other |" in text
+    # outside 1.0 each; first_call 2, 3, 4; other 4+i - (2.5+i) = 1.5; old has no stages
+    assert "| new | triton | 3 | 1.00 | 0.00 | 0.50 | 3.00 | 1.50 |" in text
+    assert "| old | triton | 1 |" in text  # the summary table's row, not the stage table's
+    assert text.count("| old | triton |") == 1

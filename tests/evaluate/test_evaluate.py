@@ -67,6 +67,34 @@ def test_correct_candidate_passes_and_is_timed(scale_problem):
     assert 0 < result.timed_s < result.wall_s
 
 
+def test_the_wall_time_is_split_into_the_stages_the_runner_saw(scale_problem):
+    from autoprofiler.evaluate.runner import STAGE_FROM_MARK
+
+    result = evaluate(scale_problem, CORRECT, FAST)
+    stages = result.stages_s
+    assert list(stages) == ["reference", *STAGE_FROM_MARK.values(), "verdict"]
+    assert all(seconds >= 0 for seconds in stages.values())
+    assert sum(stages.values()) <= result.wall_s
+    assert result.wall_s - sum(stages.values()) < 0.5  # little goes unaccounted for
+    # the timing stage is the timing phase the runner timed itself
+    assert stages["timing"] == pytest.approx(result.timing_phase_s, abs=0.05)
+
+
+def test_the_stages_of_a_run_that_died_end_where_it_died(scale_problem):
+    result = evaluate(scale_problem, SEGFAULT, FAST)
+    assert result.failure_kind is FailureKind.KILLED_BY_SIGNAL
+    assert "correctness" not in result.stages_s and "timing" not in result.stages_s
+    assert {"reference", "start", "verdict"} <= set(result.stages_s)
+
+
+def test_marks_written_out_of_order_or_twice_are_timed_as_they_arrived():
+    from autoprofiler.evaluate.runner import stage_seconds
+
+    marks = {"began": 10.0, "done": 11.0, "device": 12.0, "nonsense": 11.5}
+    assert stage_seconds(marks, 15.0) == {"start": 1.0, "exit": 1.0, "problem": 3.0}
+    assert stage_seconds({}, 1.0) == {}
+
+
 def test_wrong_values_report_the_difference(scale_problem):
     wrong = CORRECT.replace("* 2", "* 2.01")
     result = evaluate(scale_problem, wrong, FAST)
@@ -441,3 +469,23 @@ def test_outputs_with_no_room_on_the_host_fail_in_one_line_before_the_candidate_
     assert "no room to cross on the host" in result.failure_message
     assert "\n" not in result.failure_message
     assert not list(tmp_path.rglob("worker.log"))  # the candidate never started
+
+
+def test_outputs_left_by_a_killed_judge_are_swept_and_a_live_ones_kept(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from autoprofiler.evaluate.runner import OUTPUTS_PREFIX, sweep_abandoned_outputs
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    abandoned = tmp_path / f"{OUTPUTS_PREFIX}{gone}-1"
+    live = tmp_path / f"{OUTPUTS_PREFIX}{os.getpid()}-2"
+    other = tmp_path / "someone-elses-folder"
+    for folder in (abandoned, live, other):
+        folder.mkdir()
+        (folder / "correctness-0.pt").write_bytes(b"0" * 1024)
+    sweep_abandoned_outputs(tmp_path)
+    assert not abandoned.exists()
+    assert live.exists() and other.exists()

@@ -38,3 +38,82 @@ def test_without_the_fork_server_each_candidate_has_a_supervisor_of_its_own(
     monkeypatch.setenv("AUTOPROFILER_FORKSERVER", "0")
     first, second = _pids(tmp_path, 3), _pids(tmp_path, 4)
     assert first[0] != second[0] and first[1] != second[1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux only")
+def test_a_harness_failure_in_a_forked_child_leaves_its_traceback_in_the_log(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    from autoprofiler.evaluate.runner import ZYGOTES
+
+    log_path = tmp_path / "worker.log"
+    read_fd, write_fd = os.pipe()
+    with open(log_path, "wb") as log_file:
+        child = ZYGOTES.start(
+            tmp_path / "no-such-job.json", tmp_path, dict(os.environ), log_file.fileno(), write_fd
+        )
+    os.close(write_fd)
+    try:
+        assert child.wait(timeout=60) == 70
+    finally:
+        os.close(read_fd)
+    assert "FileNotFoundError" in log_path.read_text(), log_path.read_text()
+
+
+OPENS_A_STAND_IN_FOR_THE_GPU = """
+import os
+from autoprofiler.evaluate import forkserver
+forkserver.GPU_DEVICE_FILES = os.path.join(os.path.dirname(__file__), "gpu-stand-in")
+held = open(forkserver.GPU_DEVICE_FILES, "w")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux only")
+def test_a_zygote_whose_warm_up_opened_the_gpu_refuses_and_none_of_its_kind_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    import os
+    import time
+
+    from autoprofiler.evaluate.forkserver import ZygotePool, ZygoteRefused
+
+    (tmp_path / "sitecustomize.py").write_text(OPENS_A_STAND_IN_FOR_THE_GPU)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    pool = ZygotePool()
+    try:
+        with pytest.raises(ZygoteRefused, match=r"warm-up opened .*gpu-stand-in"):
+            pool.start(tmp_path / "job.json", tmp_path, env, 1, 2)
+        began = time.perf_counter()
+        with pytest.raises(ZygoteRefused):
+            pool.start(tmp_path / "job.json", tmp_path, env, 1, 2)
+        assert time.perf_counter() - began < 1.0  # no second zygote was started
+    finally:
+        pool.close()
+
+
+def test_the_gpu_files_a_process_holds_are_found(tmp_path: Path, monkeypatch) -> None:
+    from autoprofiler.evaluate import forkserver
+
+    monkeypatch.setattr(forkserver, "GPU_DEVICE_FILES", str(tmp_path / "nvidia"))
+    assert forkserver.opened_gpu_files() == []
+    with open(tmp_path / "nvidiactl", "w"):
+        assert forkserver.opened_gpu_files() == [str(tmp_path / "nvidiactl")]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux only")
+def test_when_the_zygote_refuses_candidates_start_afresh_and_the_user_is_told_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import os
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(OPENS_A_STAND_IN_FOR_THE_GPU)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    with caplog.at_level("WARNING", logger="autoprofiler.evaluate.runner"):
+        first, second = _pids(tmp_path, 5), _pids(tmp_path, 6)
+    assert first[1] != second[1], "forked from one zygote, though it refused"
+    refusals = [r for r in caplog.records if "refused to serve" in r.getMessage()]
+    assert len(refusals) == 1, [r.getMessage() for r in caplog.records]
