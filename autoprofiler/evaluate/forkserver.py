@@ -132,7 +132,7 @@ def warm_up() -> None:
 
 
 def opened_gpu_files() -> list[str]:
-    """The GPU device files this process holds open (a CUDA driver initialised here)."""
+    """The GPU device files this process holds open (a sign that CUDA was set up here)."""
     opened = []
     for fd in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError):
