@@ -1,15 +1,15 @@
 """Warm candidate processes: Python and torch imported once, each candidate in a fresh child.
 
-A zygote (:func:`main`, in a process of its own) imports torch, Triton
-(:data:`WARM_IMPORTS`) and the candidate side without touching CUDA: it refuses to serve if
-its imports opened the GPU's device files. Then, for each candidate it is handed, it forks a
-child that starts a session of its own and runs :func:`autoprofiler.evaluate.candidate.main`.
-The child makes its own CUDA context: none is ever shared between candidates, and the zygote
-never has one. The zygote is a child subreaper and runs one candidate at a time: when the
-child ends, every process left below the zygote is the candidate's, and is killed (the sweep
-of :mod:`~autoprofiler.evaluate.containment`) before the exit status goes back. It holds
-nothing a verdict depends on: a candidate that tampers with it can slow or break later
-candidates of the same zygote, not forge their verdicts (docs/SECURITY.md).
+A zygote (:func:`main`, in a process of its own) imports torch, Triton and the candidate side
+without touching CUDA: it refuses to serve if its imports opened the GPU's device files. Then,
+for each candidate it is handed, it forks a child that starts a session of its own and runs
+:func:`autoprofiler.evaluate.candidate.main`. The child makes its own CUDA context: none is
+ever shared between candidates, and the zygote never has one. The zygote is a child subreaper
+and runs one candidate at a time: when the child ends, every process left below the zygote is
+the candidate's, and is killed (the sweep of :mod:`~autoprofiler.evaluate.containment`) before
+the exit status goes back. It holds nothing a verdict depends on: a candidate that tampers with
+it can slow or break later candidates of the same zygote, not forge their verdicts
+(docs/SECURITY.md).
 
 The runner talks to it over a Unix socket: a JSON request (job path, folder, environment)
 with the candidate's standard input, log and status pipe as passed file descriptors; the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import json
 import os
 import signal
@@ -36,11 +35,6 @@ from pathlib import Path
 from typing import IO, Any
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-# Imported once in the zygote rather than in every candidate. Not torch.compile's modules: on
-# the H200 (torch 2.11) importing torch._dynamo and torch._inductor opened /dev/nvidiactl (a
-# CUDA query at import), and CUDA must not be set up in a process that forks candidates
-# (docs/results/evaluator_throughput.md).
-WARM_IMPORTS = ("triton",)
 GPU_DEVICE_FILES = "/dev/nvidia"
 START_TIMEOUT_S = 120.0
 MAX_MESSAGE = 1 << 20
@@ -123,14 +117,6 @@ def _serve(channel: socket.socket) -> None:
         channel.sendall(json.dumps({"exit": status}).encode() + b"\n")
 
 
-def warm_up() -> None:
-    """Import :data:`WARM_IMPORTS` (best effort: what is missing or broken is the candidate's
-    to find)."""
-    for name in WARM_IMPORTS:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
-
-
 def opened_gpu_files() -> list[str]:
     """The GPU device files this process holds open (a sign that CUDA was set up here)."""
     opened = []
@@ -148,10 +134,16 @@ def main() -> int:
 
     import autoprofiler.evaluate.candidate  # noqa: F401
 
-    warm_up()
+    # Triton too, once for all candidates. Not torch.compile's modules: on the H200 (torch 2.11)
+    # importing torch._dynamo and torch._inductor opened /dev/nvidiactl (a CUDA query at
+    # import), and CUDA must not be set up in a process that forks candidates
+    # (docs/results/evaluator_throughput.md).
+    with contextlib.suppress(Exception):  # none, or a broken one: the candidate's to find
+        import triton  # noqa: F401
+
     opened = opened_gpu_files()
     if opened:  # a CUDA driver set up before fork fails in every child: no zygote, then
-        refusal = {"ready": False, "why": f"its warm-up opened {opened[0]}"}
+        refusal = {"ready": False, "why": f"its imports opened {opened[0]}"}
         channel.sendall(json.dumps(refusal).encode() + b"\n")
         return 1
     channel.sendall(b'{"ready": true}\n')

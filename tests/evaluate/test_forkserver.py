@@ -71,7 +71,7 @@ held = open(forkserver.GPU_DEVICE_FILES, "w")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux only")
-def test_a_zygote_whose_warm_up_opened_the_gpu_refuses_and_none_of_its_kind_is_tried_again(
+def test_a_zygote_whose_imports_opened_the_gpu_refuses_and_none_of_its_kind_is_tried_again(
     tmp_path: Path,
 ) -> None:
     import os
@@ -83,7 +83,7 @@ def test_a_zygote_whose_warm_up_opened_the_gpu_refuses_and_none_of_its_kind_is_t
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     pool = ZygotePool()
     try:
-        with pytest.raises(ZygoteRefused, match=r"warm-up opened .*gpu-stand-in"):
+        with pytest.raises(ZygoteRefused, match=r"imports opened .*gpu-stand-in"):
             pool.start(tmp_path / "job.json", tmp_path, env, 1, 2)
         began = time.perf_counter()
         with pytest.raises(ZygoteRefused):
