@@ -146,6 +146,7 @@ def measure(args: argparse.Namespace) -> int:
             "speedup": result.speedup,
             "evaluate_s": result.wall_s,
             "stages_s": getattr(result, "stages_s", None),  # packages before stages: None
+            "triton_compiles": getattr(result, "triton_compiles", None),  # v7 on
         }
         with out.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")

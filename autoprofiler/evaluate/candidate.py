@@ -46,13 +46,18 @@ from autoprofiler.evaluate.inputs import (
     flatten,
     make_inputs,
     plain_leaves,
-    save_outputs,
 )
+from autoprofiler.evaluate.output_files import output_path, write_output
 from autoprofiler.evaluate.result import FailureKind, Finding
 from autoprofiler.evaluate.settings import settings_changes, speed_settings
 from autoprofiler.evaluate.shapes import other_shape
 from autoprofiler.evaluate.timing import LoopSettings, pool_budget_bytes, run_timing_loop
-from autoprofiler.evaluate.triton_build import TritonPrebuild, parse_capability, prebuild_triton
+from autoprofiler.evaluate.triton_build import (
+    TritonCompiles,
+    TritonPrebuild,
+    parse_capability,
+    prebuild_triton,
+)
 from autoprofiler.problem import ProblemError, exec_problem_source
 
 log = logging.getLogger(__name__)
@@ -194,12 +199,13 @@ class Report:
     failure_kind: str | None = None
     failure_message: str = ""
     stage: str = ""  # "correctness", "timing" or "other_shape" when it failed
-    # item name -> output file, or {"told": what was written into its slab slot}
-    outputs: dict[str, str | dict] = field(default_factory=dict)
+    # item name -> {"told": what was written, into its slab slot or its file}
+    outputs: dict[str, dict] = field(default_factory=dict)
     timing: dict | None = None
     findings: list[dict] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
     prebuilt: dict | None = None  # a build run's Triton kernels (TritonPrebuild)
+    triton_compiles: dict | None = None  # TritonCompiles, a diagnostic
 
 
 class _Channel:
@@ -235,6 +241,7 @@ class _Run:
     candidate: Any = None
     guard: RuntimeGuard | None = None
     slab: OpenedSlab | None = None
+    triton: TritonCompiles | None = None  # Triton's compilations, when the candidate uses it
 
     @property
     def candidate_file(self) -> str:
@@ -255,19 +262,17 @@ class _Run:
 
     def hand_over(self, name: str, output: Any, slot: str | None = None) -> None:
         """Hand ``output`` over as item ``name``: into its ``slot`` of the GPU slab the trusted
-        side offered (``slot`` defaults to ``name``), else as a file."""
+        side offered (``slot`` defaults to ``name``), else as a file in the output folder."""
         try:
-            if self.slab is not None:
-                told = self.slab.write(slot or name, plain_leaves(output))
-                if told is not None:
-                    self.report.outputs[name] = {"told": told}
-                    return
-            path = self.out_dir / f"{name}.pt"
-            save_outputs(output, path)
+            leaves = plain_leaves(output)
+            told = self.slab.write(slot or name, leaves) if self.slab is not None else None
+            if told is None:
+                path = output_path(self.out_dir, name)
+                told = write_output(leaves, path, self.job["output_limit_bytes"])
         except OutputError as exc:
             kind = FailureKind.CHEAT if exc.cheat else FailureKind.WRONG_SHAPE
             raise CandidateFailure(kind, str(exc)) from None
-        self.report.outputs[name] = str(path)
+        self.report.outputs[name] = {"told": told}
 
     def open_slab(self) -> None:
         """Open the GPU slab the job offers, if any (on failure, files it is)."""
@@ -303,6 +308,8 @@ def _build(run: _Run) -> None:
     run.channel.phase("compile")
     with run.audit.watching():
         candidate_module = _load_candidate(job["candidate_path"])
+        compiles = TritonCompiles()
+        run.triton = compiles if compiles.listen() else None
         with torch.device(device):
             torch.manual_seed(run.config.seed)
             try:
@@ -392,6 +399,7 @@ def run_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
     config = EvalConfig.from_dict(job["config"])
     report = Report()
     seeds = TrialSeeds(tuple(job["seeds"]["correctness"]), 0, int(job["seeds"]["other_shape"]))
+    run: _Run | None = None
     try:
         device = resolve_device(config.device)
         report.device = device_label(device)
@@ -425,6 +433,8 @@ def run_candidate(job: dict, channel: _Channel, audit: AuditWatch) -> Report:
     for finding in [*audit.findings(), *settings_changes(job["settings"], speed_settings())]:
         report.findings.append(asdict(finding))
     report.settings = speed_settings()
+    if run is not None and run.triton is not None and run.triton.kernels:
+        report.triton_compiles = asdict(run.triton)
     return report
 
 

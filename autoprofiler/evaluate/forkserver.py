@@ -1,7 +1,8 @@
 """Warm candidate processes: Python and torch imported once, each candidate in a fresh child.
 
-A zygote (:func:`main`, in a process of its own) imports torch, Triton and the candidate side
-without touching CUDA: it refuses to serve if its imports opened the GPU's device files. Then,
+A zygote (:func:`main`, in a process of its own) imports torch (with the symbolic-shape
+module and sympy, which torch would import lazily), Triton and the candidate side without
+touching CUDA: it refuses to serve if its imports opened the GPU's device files. Then,
 for each candidate it is handed, it forks a child that starts a session of its own and runs
 :func:`autoprofiler.evaluate.candidate.main`. The child makes its own CUDA context: none is
 ever shared between candidates, and the zygote never has one. The zygote is a child subreaper
@@ -130,7 +131,12 @@ def opened_gpu_files() -> list[str]:
 
 def main() -> int:
     channel = socket.socket(fileno=int(sys.argv[-1]))
-    import torch  # noqa: F401  (the point of the zygote: imported once)
+    import torch  # the point of the zygote: imported once
+
+    # What torch imports lazily at a candidate's first broadcast (``torch.broadcast_shapes``)
+    # and torch.compile builds on: sympy. On the H200 its import took a Triton candidate's
+    # first call 3-4 s where its bytecode was not cached (docs/results/evaluator_throughput.md).
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
     import autoprofiler.evaluate.candidate  # noqa: F401
 

@@ -1,18 +1,16 @@
-"""Trial inputs made from seeds, and outputs handed across the trust boundary as files.
+"""Trial inputs made from seeds, and the outputs a candidate may hand over.
 
 Both sides make a trial's inputs the same way from its seed (:func:`make_inputs`), so the
 trusted reference process recomputes what the candidate was given without receiving anything
-from the candidate's process. The candidate's process writes each output it is judged on with
-:func:`save_outputs`; the trusted side reads it with :func:`load_outputs`, through
-``torch.load(weights_only=True)``: plain tensors and containers only, no code of the writer's
-choosing runs.
+from the candidate's process. An output crosses as plain tensors and numbers only
+(:func:`plain_leaves`): in a GPU slab (:mod:`~autoprofiler.evaluate.cuda_ipc`) or a file
+(:mod:`~autoprofiler.evaluate.output_files`).
 """
 
 from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -98,30 +96,4 @@ def plain_leaves(value: Any) -> list[Any]:
             leaves.append(leaf)
         else:
             raise OutputError(f"output {index} is {type(leaf).__name__}, not a tensor")
-    return leaves
-
-
-def save_outputs(value: Any, path: Path) -> None:
-    """Write the forward's output (flattened, on the host) to ``path``; :class:`OutputError`
-    as :func:`plain_leaves` raises it."""
-    # .cpu() of a view keeps its strides (no huge copies)
-    leaves = [leaf.cpu() if torch.is_tensor(leaf) else leaf for leaf in plain_leaves(value)]
-    tmp = path.with_suffix(".tmp")
-    torch.save(leaves, tmp)
-    tmp.replace(path)
-
-
-def load_outputs(path: Path, device: torch.device) -> list[Any]:
-    """The leaves written by :func:`save_outputs`, on ``device``; :class:`OutputError` when the
-    file is missing, unreadable or holds anything but plain tensors and numbers."""
-    try:
-        leaves = torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise OutputError(f"no output was handed over ({path.name})") from None
-    except Exception as exc:  # weights_only refuses anything but plain data
-        raise OutputError(f"unreadable output {path.name}: {type(exc).__name__}") from None
-    if not isinstance(leaves, list) or not all(
-        type(leaf) is torch.Tensor or type(leaf) in (bool, int, float) for leaf in leaves
-    ):
-        raise OutputError(f"output file {path.name} holds something other than tensors")
     return leaves

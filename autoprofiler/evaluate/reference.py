@@ -127,23 +127,25 @@ class _Server:
         return "cpu"
 
     def _handed_over(self, request: dict, item: dict) -> list[Any] | dict:
-        """The candidate's output for ``item``: from its slot in the request's slab, or from
-        the file it wrote; an answer (``missing``, ``wrong_shape``) when there is none."""
-        from autoprofiler.evaluate.inputs import OutputError, load_outputs
+        """The candidate's output for ``item``: from its slot in the request's slab when the
+        item has one, else from its file; an answer (``missing``, ``wrong_shape``) when there
+        is none or it cannot be read as what the candidate said it wrote."""
+        from autoprofiler.evaluate.inputs import OutputError
+        from autoprofiler.evaluate.output_files import read_output
 
-        if "slot" in item:
-            slab = self.slabs.get(str(request.get("slab_id")))
-            if slab is None or item["slot"] not in slab.slots:
-                return {"kind": "missing", "message": "its output slab is gone"}
-            if item.get("told") is None:
-                return {"kind": "missing", "message": f"no output was handed over ({item['name']})"}
+        if item.get("told") is None:
+            return {"kind": "missing", "message": f"no output was handed over ({item['name']})"}
+        slab = self.slabs.get(str(request.get("slab_id"))) if "slot" in item else None
+        if "slot" in item and slab is None:
+            return {"kind": "missing", "message": "its output slab is gone"}
+        if slab is not None and item["slot"] in slab.slots:
             got = slab.read(item["slot"], item["told"])
             if isinstance(got, str):
                 return {"max_abs_diff": 0.0, "mean_abs_diff": 0.0, "kind": "wrong_shape",
                         "message": got}  # fmt: skip
             return got
         try:
-            return load_outputs(Path(item["path"]), self.device)
+            return read_output(Path(item["path"]), item["told"], self.device)
         except OutputError as exc:
             return {"kind": "missing", "message": str(exc)}
 
@@ -151,24 +153,19 @@ class _Server:
         """A fresh output slab for one candidate run (``correctness`` trials, ``timed`` slots,
         the second shape): its id and what the candidate needs to open it; ``{"slab": None,
         "why": ...}`` when the outputs are better handed over on the host."""
-        from autoprofiler.evaluate.cuda_ipc import (
-            DTYPES,
-            OutputSlab,
-            device_index,
-            layout_bytes,
-            slab_bytes,
-        )
+        from autoprofiler.evaluate.cuda_ipc import OutputSlab, device_index, slab_bytes
+        from autoprofiler.evaluate.layout import LayoutError, layout_bytes
 
         if self.device.type != "cuda":
             return {"slab": None, "why": "not a GPU"}
-        main, other = self._layouts(self.problem(request))
+        try:
+            main, other = self._layouts(self.problem(request))
+        except LayoutError as exc:
+            return {"slab": None, "why": str(exc)}
         layouts = {f"correctness-{i}": main for i in range(request["correctness"])}
         layouts.update({f"timed#{k}": main for k in range(request["timed"])})
         if other is not None:
             layouts["other_shape"] = other
-        dtypes = {e["dtype"] for layout in layouts.values() for e in layout if "dtype" in e}
-        if not dtypes <= set(DTYPES):
-            return {"slab": None, "why": f"output dtypes {sorted(dtypes - set(DTYPES))}"}
         while len(self.slabs) >= KEPT_SLABS:
             self.slabs.pop(next(iter(self.slabs))).close()
         self._release()
@@ -184,7 +181,7 @@ class _Server:
     def _layouts(self, built: _Built) -> tuple[list[dict], list[dict] | None]:
         """The layout of the reference's output at the problem's shape and at the second shape
         (None without one), from one forward each, kept with the built problem."""
-        from autoprofiler.evaluate.cuda_ipc import leaf_layout
+        from autoprofiler.evaluate.layout import leaf_layout
 
         if built.layouts is None:
             with self.torch.no_grad():

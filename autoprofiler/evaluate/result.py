@@ -88,6 +88,9 @@ class EvalResult:
     # Where the wall time went, by the trusted clock: the reference's timings (or their lookup)
     # and each stage of the candidate's run (runner.STAGE_FROM_MARK), then "verdict".
     stages_s: dict[str, float] = field(default_factory=dict)
+    # What the candidate's process said Triton compiled there ("kernels", "cache_hits",
+    # "seconds"): a diagnostic of its first call that it could forge, never part of a verdict.
+    triton_compiles: dict[str, float] = field(default_factory=dict)
 
     def add_finding(self, finding: Finding) -> None:
         """Record ``finding``; a second one of the same name only raises the severity."""

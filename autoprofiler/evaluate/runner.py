@@ -38,6 +38,7 @@ from autoprofiler.evaluate.forkserver import (
     ZygoteRefused,
 )
 from autoprofiler.evaluate.inputs import TrialSeeds
+from autoprofiler.evaluate.output_files import size_limit
 from autoprofiler.evaluate.recorded import replay_evaluation
 from autoprofiler.evaluate.reference import ProblemReference, ReferenceError, ReferencePool
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
@@ -679,6 +680,7 @@ def _judge_candidate(
         "loop": config.loop_settings(),
         "settings": timings["eager"]["settings"],
         "output_dir": str(output_dir),
+        "output_limit_bytes": size_limit(output_bytes),
         "report_path": str(report_path),
         "status_fd": write_fd,
         "write_roots": write_roots,
@@ -710,8 +712,9 @@ def _judge_candidate(
         else:
             slab_id, room = (slab[0], slab[2]) if slab is not None else (None, 1.0)
             verdict = Verdict(
-                problem, candidate_hash, config, reference, timings, seeds, slab_id, room
-            )
+                problem, candidate_hash, config, reference, timings, seeds, output_dir, slab_id,
+                room,
+            )  # fmt: skip
             result = verdict.judge(report, exchange.timing_phase_s, exchange.asked)
     finally:
         if slab is not None:

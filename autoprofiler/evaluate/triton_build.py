@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -164,3 +165,31 @@ def prebuild_triton(model: Any, inputs: list[Any], capability: tuple[int, int]) 
         except (Exception, SystemExit) as exc:  # the dry run ends here; what compiled stays
             stopped = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         return TritonPrebuild(len({id(k) for k in compiled}), build_launchers(compiled), stopped)
+
+
+@dataclass
+class TritonCompiles:
+    """The Triton compilations of this process, as Triton's compilation listener reports them
+    (``triton.knobs.compilation.listener``): how many kernels, how many were found in the
+    cache, and the seconds Triton spent in ``compile`` for them. A diagnostic of where a first
+    call's seconds go (a kernel the build lane made should be a cache hit); candidate code can
+    replace the listener, so it decides nothing."""
+
+    kernels: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+
+    def listen(self) -> bool:
+        """Become Triton's compilation listener, when Triton is imported and has one."""
+        knobs = getattr(sys.modules.get("triton"), "knobs", None)
+        compilation = getattr(knobs, "compilation", None)
+        if compilation is None or not hasattr(compilation, "listener"):
+            return False
+        compilation.listener = self._heard
+        return True
+
+    def _heard(self, **event: Any) -> None:
+        self.kernels += 1
+        self.cache_hits += bool(event.get("cache_hit"))
+        total = getattr(event.get("times"), "total", 0)  # microseconds
+        self.seconds += total / 1e6 if isinstance(total, (int, float)) else 0.0

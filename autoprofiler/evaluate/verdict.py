@@ -34,12 +34,14 @@ from __future__ import annotations
 import logging
 import math
 import statistics
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from autoprofiler.evaluate.config import EvalConfig
 from autoprofiler.evaluate.inputs import TrialSeeds
+from autoprofiler.evaluate.output_files import output_path
 from autoprofiler.evaluate.reference import ProblemReference, ReferenceError
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
 from autoprofiler.evaluate.timing import PROBE_CALLS, LoopRecord, summarize
@@ -206,6 +208,17 @@ def _findings(report: dict) -> list[Finding]:
     return findings
 
 
+def _compile_counts(value: Any) -> dict[str, float]:
+    """The Triton compile counts of a report (untrusted): known keys with numbers only."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        key: float(value[key])
+        for key in ("kernels", "cache_hits", "seconds")
+        if type(value.get(key)) in (int, float) and math.isfinite(value[key])
+    }
+
+
 def _failure_kind(value: Any) -> FailureKind:
     try:
         return FailureKind(value)
@@ -291,11 +304,13 @@ class Verdict:
         reference: ProblemReference,
         timings: dict[str, dict],
         seeds: TrialSeeds,
+        output_dir: Path,
         slab_id: str | None = None,
         room: float = 1.0,
     ) -> None:
         self.config = config
         self.reference = reference
+        self.output_dir = output_dir  # where the run's outputs lie when not in a slab
         self.slab_id = slab_id  # the GPU slab the outputs were handed over in, if any
         self.room = room  # the share of free GPU memory that slab left the candidate
         self.timings = timings
@@ -328,6 +343,7 @@ class Verdict:
         )
         for finding in _findings(report):
             result.add_finding(finding)
+        result.triton_compiles = _compile_counts(report.get("triton_compiles"))
         outputs = report.get("outputs") if isinstance(report.get("outputs"), dict) else {}
         failed_at = report.get("stage") if report.get("failure_kind") else None
         if failed_at is not None:
@@ -356,15 +372,13 @@ class Verdict:
 
     def _items(self, outputs: dict, asked: list[int], include_other: bool) -> list[dict]:
         def where(name: str, slot: str) -> dict:
-            """A file the candidate named, or this item's own slot of the slab (whatever the
-            candidate said about slots) with what it told it wrote there."""
+            """Where this item lies, whatever the candidate said about places: its own slot of
+            the slab when the slab has one, else its file in the output folder; with what the
+            candidate told it wrote there."""
             value = outputs.get(name)
-            if isinstance(value, str):
-                return {"path": value}
-            if self.slab_id is not None:
-                told = value.get("told") if isinstance(value, dict) else None
-                return {"slot": slot, "told": told}
-            return {"path": f"<{name}: not handed over>"}
+            told = value.get("told") if isinstance(value, dict) else None
+            place = {"path": str(output_path(self.output_dir, name)), "told": told}
+            return {**place, "slot": slot} if self.slab_id is not None else place
 
         items = [
             {"name": f"correctness-{i}", "seed": seed, "correctness": True,

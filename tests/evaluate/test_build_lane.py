@@ -263,6 +263,41 @@ def test_a_dry_run_that_stops_keeps_what_it_compiled(tmp_path, monkeypatch):
     assert outcome.triton_kernels == 3 and "stopped" in outcome.message, outcome
 
 
+COUNT_COMPILES = """
+import importlib.util, json, sys
+import torch, triton
+from autoprofiler.evaluate.triton_build import TritonCompiles, prebuild_triton
+
+compiles = TritonCompiles()
+assert compiles.listen()
+counts = []
+for name in ("first", "second"):  # the second: new JIT functions, the same source and cache
+    spec = importlib.util.spec_from_file_location(name, sys.argv[1])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    prebuild_triton(module.ModelNew(), [torch.randn(64, 64, device="meta")], (9, 0))
+    counts.append([compiles.kernels, compiles.cache_hits, compiles.seconds > 0])
+print(json.dumps(counts))
+"""
+
+
+def test_triton_compiles_are_counted_with_their_cache_hits(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.backends.nvidia.driver", reason="Triton's CUDA backend")
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(_triton_candidate())
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "0"}
+    done = subprocess.run([sys.executable, "-c", COUNT_COMPILES, str(candidate)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    # three kernels compiled, then the same three found in the cache
+    assert json.loads(done.stdout.splitlines()[-1]) == [[3, 0, True], [6, 3, True]]
+
+
 def test_triton_is_built_only_for_a_gpu(tmp_path):
     with BuildLane(EvalConfig(device="cpu"), tmp_path) as lane:
         assert lane.triton_target is None  # on the CPU Triton interprets: nothing to build
@@ -287,6 +322,8 @@ def test_the_timed_run_loads_the_triton_kernels_the_lane_compiled(tmp_path, monk
     after = {p for p in (folder / "triton_cache").rglob("*") if p.is_file()}
     # a kernel or launcher compiled by the timed run would be a new file under a new key
     assert not [p.name for p in after - before if p.suffix in (".cubin", ".so")]
+    # and one compiled again under the same key would be a cache miss
+    assert result.triton_compiles["kernels"] == result.triton_compiles["cache_hits"] == 3
 
 
 def test_only_an_extension_holds_its_timed_run_back(tmp_path, monkeypatch):

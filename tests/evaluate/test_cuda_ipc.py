@@ -13,16 +13,9 @@ import pytest
 import torch
 
 from autoprofiler.evaluate import EvalConfig, evaluate
-from autoprofiler.evaluate.cuda_ipc import (
-    SLOT_ALIGN,
-    OpenedSlab,
-    OutputSlab,
-    describe,
-    layout_bytes,
-    leaf_layout,
-    mismatch,
-)
+from autoprofiler.evaluate.cuda_ipc import OpenedSlab, OutputSlab
 from autoprofiler.evaluate.inputs import OutputError, plain_leaves
+from autoprofiler.evaluate.layout import SLOT_ALIGN, describe, layout_bytes, leaf_layout, mismatch
 from autoprofiler.problem import Problem
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

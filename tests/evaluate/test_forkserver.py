@@ -32,6 +32,21 @@ def test_one_zygote_forks_a_fresh_child_per_candidate(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux only")
+def test_a_forked_candidate_finds_what_torch_imports_lazily_imported_already(
+    tmp_path: Path,
+) -> None:
+    # imported already, the import is a lookup; afresh, sympy takes a third of a second or more
+    source = (
+        "import time\nbegan = time.perf_counter()\nimport torch.fx.experimental.symbolic_shapes\n"
+        "open('took', 'w').write(str(time.perf_counter() - began))\n" + HONEST
+    )
+    result = evaluate(load_file(PROBLEM), source, CONFIG, work_root=tmp_path)
+    assert result.correct, result.failure_message
+    took = float((tmp_path / "candidates" / source_hash(source) / "took").read_text())
+    assert took < 0.05, f"importing sympy in the candidate took {took:.2f} s"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux only")
 def test_without_the_fork_server_each_candidate_has_a_supervisor_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
 
 from autoprofiler.evaluate import EvalConfig, evaluate
-from autoprofiler.evaluate.inputs import OutputError, TrialSeeds, load_outputs, save_outputs
+from autoprofiler.evaluate.inputs import TrialSeeds
 from autoprofiler.evaluate.runner import CHECK_ALL_TIMED_BYTES, TIMED_SAMPLE, _timed_sample
 from autoprofiler.evaluate.settings import settings_changes, speed_settings
 from autoprofiler.evaluate.timing import LoopRecord
@@ -133,25 +132,6 @@ def test_pool_seeds_are_distinct_and_differ_from_the_base() -> None:
     seeds = TrialSeeds((1, 2), 12345, 7)
     pool = [seeds.pool_seed(j) for j in range(-1, 500)]
     assert len(set(pool)) == len(pool)
-
-
-def test_outputs_cross_as_plain_tensors_and_subclasses_are_refused(tmp_path: Path) -> None:
-    value = (torch.arange(6.0).reshape(2, 3), [torch.ones(2)], 3.5)
-    save_outputs(value, tmp_path / "o.pt")
-    leaves = load_outputs(tmp_path / "o.pt", torch.device("cpu"))
-    assert torch.equal(leaves[0], value[0]) and leaves[2] == 3.5
-
-    class Lazy(torch.Tensor):
-        pass
-
-    with pytest.raises(OutputError) as error:
-        save_outputs(torch.ones(2).as_subclass(Lazy), tmp_path / "l.pt")
-    assert error.value.cheat
-    (tmp_path / "x.pt").write_bytes(b"not a tensor file")
-    with pytest.raises(OutputError, match="unreadable"):
-        load_outputs(tmp_path / "x.pt", torch.device("cpu"))
-    with pytest.raises(OutputError, match="no output"):
-        load_outputs(tmp_path / "missing.pt", torch.device("cpu"))
 
 
 def test_a_settings_change_is_named_and_flagged() -> None:
