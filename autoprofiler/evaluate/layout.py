@@ -74,12 +74,20 @@ def layout_bytes(layout: list[dict]) -> int:
     return _aligned(max(ends, default=0))
 
 
+MALFORMED = "its output description is malformed"
+
+
+def _listed(told: Any) -> bool:
+    """Whether ``told`` is a list of entries (dicts), as every description is."""
+    return isinstance(told, list) and all(isinstance(entry, dict) for entry in told)
+
+
 def malformed(told: Any) -> str | None:
     """Why a description the candidate's side sent is not one :func:`describe` could have
     made (a known dtype and a shape of non-negative integers per tensor, a plain number per
     number), or None."""
-    if not isinstance(told, list) or not all(isinstance(entry, dict) for entry in told):
-        return "its output description is malformed"
+    if not _listed(told):
+        return MALFORMED
     for index, entry in enumerate(told):
         if "number" in entry:
             if type(entry["number"]) not in (bool, int, float):
@@ -96,8 +104,8 @@ def malformed(told: Any) -> str | None:
 def mismatch(layout: list[dict], told: Any) -> str | None:
     """Why what the candidate told does not fit ``layout`` (as ``compare_outputs`` words
     it), or None."""
-    if not isinstance(told, list) or not all(isinstance(entry, dict) for entry in told):
-        return "its output description is malformed"
+    if not _listed(told):
+        return MALFORMED
     if len(told) != len(layout):
         return f"{len(told)} outputs where the reference has {len(layout)}"
     for index, (want, got) in enumerate(zip(layout, told)):
@@ -113,11 +121,11 @@ def mismatch(layout: list[dict], told: Any) -> str | None:
     return None
 
 
-def views(memory: torch.Tensor, layout: list[dict], told: list[dict]) -> list[Any]:
+def views(memory: torch.Tensor, layout: list[dict], told: list[dict] | None = None) -> list[Any]:
     """The leaves of ``layout`` in ``memory`` (a flat ``uint8`` tensor starting at the
-    output's first byte), as views, numbers taken from ``told``."""
+    output's first byte), as views, numbers taken from ``told`` (default: the layout's own)."""
     leaves: list[Any] = []
-    for want, got in zip(layout, told):
+    for want, got in zip(layout, layout if told is None else told):
         if "number" in want:
             leaves.append(got.get("number"))
             continue
@@ -128,6 +136,6 @@ def views(memory: torch.Tensor, layout: list[dict], told: list[dict]) -> list[An
 
 def fill(memory: torch.Tensor, layout: list[dict], leaves: list[Any]) -> None:
     """Copy each tensor among ``leaves`` into its place of ``layout`` in ``memory``."""
-    for view, leaf in zip(views(memory, layout, describe(leaves)), leaves):
+    for view, leaf in zip(views(memory, layout), leaves):
         if torch.is_tensor(view):
             view.copy_(leaf)
