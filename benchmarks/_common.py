@@ -7,7 +7,9 @@ import gzip
 import json
 import logging
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -61,6 +63,35 @@ def read_jsonl(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return rows
+
+
+def made_by_an_older_evaluator(row: dict) -> bool:
+    """Whether a sweep row holds a verdict that this evaluator version did not make (a fix
+    since may change it; a verdict of v1 names no version). A row without a verdict (a
+    candidate that could not be written) is never stale."""
+    from autoprofiler.evaluate.config import EVALUATOR_VERSION
+
+    result = row.get("result")
+    return isinstance(result, dict) and result.get("evaluator_version") != EVALUATOR_VERSION
+
+
+def verdict_fields(result: Any, began: float) -> dict:
+    """A sweep row's verdict columns for an ``EvalResult``: seconds since ``began``
+    (``time.monotonic``), correctness, speedup, failure kind, and the whole result."""
+    return {
+        "wall_s": round(time.monotonic() - began, 2),
+        "correct": result.correct,
+        "speedup": result.speedup,
+        "failure_kind": result.failure_kind,
+        "result": result.to_dict(),
+    }
+
+
+def verdict_text(result: Any) -> str:
+    """An ``EvalResult`` in a progress line: its speedup, else what failed."""
+    if result.correct and result.speedup:
+        return f"{result.speedup:.2f}x"
+    return result.failure_kind or "wrong"
 
 
 def append_jsonl(path: Path, row: dict) -> None:

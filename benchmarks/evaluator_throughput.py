@@ -225,14 +225,22 @@ def report(rows_path: Path, markdown: Path | None) -> str:
         kind = by_label[(labels[0], index)]["kind"]
         walls = " | ".join(f"{by_label[(lab, index)]['wall_s']:.1f}" for lab in labels)
         lines.append(f"| {index} | {names[index]} | {kind} | {walls} |")
-    lines += ["", "| evaluator | kind | n | correct | median wall s |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| evaluator | kind | n | correct | median wall s | candidates/min over their walls | "
+        "median harness s beyond the candidate's timed trials |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label in labels:
         for kind in sorted({r["kind"] for r in rows}):
             mine = [r for r in rows if r["label"] == label and r["kind"] == kind]
             if mine:
+                wall = sum(r["wall_s"] for r in mine)
+                beyond = statistics.median(r["wall_s"] - r["candidate_trials_s"] for r in mine)
                 lines.append(
                     f"| {label} | {kind} | {len(mine)} | {sum(r['correct'] for r in mine)} | "
-                    f"{statistics.median(r['wall_s'] for r in mine):.2f} |"
+                    f"{statistics.median(r['wall_s'] for r in mine):.2f} | "
+                    f"{60 * len(mine) / wall:.1f} | {beyond:.2f} |"
                 )
     lines += stage_table(rows)
     text = "\n".join(lines) + "\n"

@@ -24,7 +24,12 @@ from the store, without judging again), one JSONL row per candidate is appended 
 judged, and the export is rewritten after every problem, so a run cut by its slot keeps what
 finished; ``--deadline-s`` stops between candidates. A candidate with a row is not judged
 again (its verdict, made by an earlier evaluator version, stays in the export), except where
-``--rejudge TEXT`` names its failure: the rows of a verdict a fix changed. ``--dry-run``
+``--rejudge TEXT`` names its failure (the rows of a verdict a fix changed) or, with
+``--rejudge-older``, where an older evaluator version made its verdict: the rebuild of the
+results pages after a new version, resumable the same way (a row judged again has a newer
+row, and the last row of a request wins). ``--shard I/N`` takes every N-th problem from the
+I-th (one process per GPU, each with its own store, rows and export; merge the exports with
+``benchmarks/merge_evaluations.py``). ``--dry-run``
 stops before judging: it checks that every request is rebuilt and every reply turns into a
 candidate (runs on a CPU).
 """
@@ -38,7 +43,15 @@ import logging
 import time
 from pathlib import Path
 
-from _common import append_jsonl, log_progress, read_jsonl, run_main
+from _common import (
+    append_jsonl,
+    log_progress,
+    made_by_an_older_evaluator,
+    read_jsonl,
+    run_main,
+    verdict_fields,
+    verdict_text,
+)
 
 from autoprofiler.evaluate import EvalConfig, export_evaluations, import_evaluations
 from autoprofiler.execute import evaluate_many
@@ -112,9 +125,33 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         help="judge again the rows whose failure message holds one of these texts",
     )
+    parser.add_argument(
+        "--rejudge-older",
+        action="store_true",
+        help="judge again every row whose verdict an older evaluator version made",
+    )
+    parser.add_argument(
+        "--shard",
+        type=_shard,
+        default=(0, 1),
+        help="I/N: judge only the problems at positions I, I+N, ... of the content-hash order "
+        "(one process per GPU, each with CUDA_VISIBLE_DEVICES of its own)",
+    )
     parser.add_argument("--device", default="cuda", help="cuda, or cpu to try the script")
     parser.add_argument("--dry-run", action="store_true", help="build candidates, judge none")
     return parser.parse_args(argv)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``I/N`` as (I, N), with 0 <= I < N."""
+    index, _, count = text.partition("/")
+    try:
+        shard = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a shard is I/N, not {text!r}") from None
+    if not 0 <= shard[0] < shard[1]:
+        raise argparse.ArgumentTypeError(f"a shard I/N has 0 <= I < N, not {text!r}")
+    return shard
 
 
 def rebuilt_requests(
@@ -188,11 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         usable = sum(e[2].usable for entries in by_problem.values() for e in entries)
         log.info("%d problems, %d candidates usable, %d judged already",
                  len(by_problem), usable, len(done))  # fmt: skip
-        if args.dry_run:
-            return 0
         # By content hash: a run its slot cuts short has judged no level or kind of problem
         # first (no result is looked at to order them).
-        entries = [e for _, group in sorted(by_problem.items()) for e in group]
+        index, count = args.shard
+        groups = sorted(by_problem.items())[index::count]
+        entries = [e for _, group in groups for e in group]
         _sweep(entries, done, config, store, args, started)
     log.info("done in %.0f s", time.monotonic() - started)
     return 0
@@ -206,41 +243,38 @@ def _sweep(
     args: argparse.Namespace,
     started: float,
 ) -> None:
-    """Judge every candidate without a row (and those whose row holds a finding named by
-    ``--rejudge``) in one ``evaluate_many``, so that the build lane compiles later problems'
-    extensions while earlier ones are timed; a row per candidate, the export rewritten
-    whenever a problem is finished, stopping between candidates at the deadline."""
+    """Judge every candidate without a row (and those whose row ``--rejudge`` or
+    ``--rejudge-older`` names; with ``--dry-run``, count them only) in one
+    ``evaluate_many``, so that the build lane compiles later problems' extensions while
+    earlier ones are timed; a row per candidate, the export rewritten whenever a problem is
+    finished, stopping between candidates at the deadline."""
     meta: dict[str, tuple[str, str, Candidate, Problem]] = {}
     left: dict[str, int] = {}
     stored = {row[2] for row in store.iter_evaluations()}  # candidates with a verdict here
     for custom_id, name, candidate, problem in entries:
         row = done.get(custom_id)
         kept = row is not None and (row.get("result") is None or row["candidate_hash"] in stored)
-        if kept and not _rejudged(row, args.rejudge):
+        if kept and not _rejudged(row, args.rejudge, args.rejudge_older):
             continue
         if not candidate.usable:
-            append_jsonl(args.rows, _row(problem, custom_id, name, candidate) | {
-                "failure": candidate.failure, "result": None})  # fmt: skip
+            if not args.dry_run:
+                append_jsonl(args.rows, _row(problem, custom_id, name, candidate) | {
+                    "failure": candidate.failure, "result": None})  # fmt: skip
             continue
         meta[candidate.source] = (custom_id, name, candidate, problem)
         left[problem.content_hash] = left.get(problem.content_hash, 0) + 1
     log.info("%d candidates to judge", len(meta))
+    if args.dry_run:
+        return
     stop_at = started + args.deadline_s if args.deadline_s is not None else None
     began = time.monotonic()
     pairs = [(problem, source) for source, (_, _, _, problem) in meta.items()]
     for evaluated in evaluate_many(pairs, config, store=store, use_cache=not args.rejudge):
         custom_id, name, candidate, problem = meta[evaluated.source]
         result = evaluated.result
-        append_jsonl(args.rows, _row(problem, custom_id, name, candidate) | {
-            "wall_s": round(time.monotonic() - began, 2),
-            "correct": result.correct,
-            "speedup": result.speedup,
-            "failure_kind": result.failure_kind,
-            "result": result.to_dict(),
-        })  # fmt: skip
-        log.info("%s %s: %s", problem.key, name,
-                 f"{result.speedup:.2f}x" if result.correct and result.speedup
-                 else result.failure_kind or "wrong")  # fmt: skip
+        append_jsonl(args.rows, _row(problem, custom_id, name, candidate) | verdict_fields(
+            result, began))  # fmt: skip
+        log.info("%s %s: %s", problem.key, name, verdict_text(result))
         left[problem.content_hash] -= 1
         if not left[problem.content_hash] and args.export is not None:
             export_evaluations(store, args.export, latest_only=True)
@@ -253,9 +287,11 @@ def _sweep(
         export_evaluations(store, args.export, latest_only=True)
 
 
-def _rejudged(row: dict, findings: list[str]) -> bool:
+def _rejudged(row: dict, findings: list[str], older: bool = False) -> bool:
     """Whether a row's verdict is to be judged again: its failure names one of ``findings``
-    (a fix changed how those are decided)."""
+    (a fix changed how those are decided), or (``older``) an older evaluator made it."""
+    if older and made_by_an_older_evaluator(row):
+        return True
     message = (row.get("result") or {}).get("failure_message") or ""
     return any(finding in message for finding in findings)
 

@@ -11,10 +11,15 @@ oracle: the best candidate per problem.
         --store $OUT/sweep0.sqlite --rows $OUT/sweep0.jsonl --deadline-s 540 --claims /tmp/claims
 
 Resumable: evaluations are cached in the store (a rerun on the same store skips them) and one
-JSONL row per evaluation is appended as it finishes. Several processes (one per GPU) share the
-work through ``--claims``: each problem is taken by the first process to create its claim file.
-``--exclude`` drops transformations (``compile_max_autotune`` by default: minutes of
-autotuning per problem). Progress goes to stderr.
+JSONL row per evaluation is appended as it finishes; a row whose verdict an older evaluator
+version made does not count as done, so a rerun after a new version judges it again (the
+rebuild of the results pages). ``--export`` writes the store's evaluations (the newest of each)
+after every problem, and ``--resume-from`` loads such exports first: a sweep spread over
+device slots whose stores do not outlive them carries its verdicts on in the export.
+Several processes (one per GPU) share the work through ``--claims``: each problem is taken by
+the first process to create its claim file. ``--exclude`` drops transformations
+(``compile_max_autotune`` by default: minutes of autotuning per problem). Progress goes to
+stderr.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from _common import (
@@ -29,11 +35,20 @@ from _common import (
     append_jsonl,
     in_id_order,
     log_progress,
+    made_by_an_older_evaluator,
     read_jsonl,
     run_main,
+    verdict_fields,
+    verdict_text,
 )
 
-from autoprofiler.evaluate import EvalConfig, evaluate
+from autoprofiler.evaluate import (
+    EvalConfig,
+    EvaluationsFileError,
+    evaluate,
+    export_evaluations,
+    import_evaluations,
+)
 from autoprofiler.problem import Problem, ProblemError, load_problems
 from autoprofiler.rewrite.base import RewriteContext
 from autoprofiler.rewrite.rules import RuleRewriter
@@ -83,6 +98,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--claims", help="folder of claim files shared by parallel sweeps")
     parser.add_argument("--exclude", nargs="*", default=["compile_max_autotune"])
     parser.add_argument("--deadline-s", type=float, help="stop cleanly before this many seconds")
+    parser.add_argument("--export", type=Path, help="evaluations export, after every problem")
+    parser.add_argument(
+        "--resume-from",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="evaluations exports to load first (missing ones are skipped)",
+    )
     return parser.parse_args(argv)
 
 
@@ -113,69 +136,83 @@ def main(argv: list[str] | None = None) -> int:
     config = sweep_config(args.device)
     context = sweep_context(config, args.device_name)
     rows = Path(args.rows)
-    done = {(r["problem_hash"], r["transformation"]) for r in read_jsonl(rows)}
+    done = {
+        (r["problem_hash"], r["transformation"])
+        for r in read_jsonl(rows)
+        if not made_by_an_older_evaluator(r)
+    }
     log.info("%d problems, %d evaluations already done", len(problems), len(done))
-    deadline = args.deadline_s
-    stopped = False
     with Store(args.store) as store:
+        try:
+            for path in args.resume_from:
+                if path.exists():
+                    imported = import_evaluations(path, store).evaluations
+                    log.info("resumed %d evaluations from %s", imported, path)
+        except EvaluationsFileError as exc:
+            log.error("%s", exc)
+            return 2
+        sweep = _Sweep(rewriter, context, config, store, rows, started, args.deadline_s)
         for number, problem in enumerate(problems, 1):
             if not _claim(claims, problem):
                 continue
-            names = rewriter.reachable(problem, context)
-            names.sort(key=EVALUATION_ORDER.index)
-            for name in names:
-                if (problem.content_hash, name) in done:
-                    continue
-                elapsed = time.monotonic() - started
-                if (
-                    deadline is not None
-                    and elapsed + RESERVE_S.get(name, DEFAULT_RESERVE_S) > deadline
-                ):
-                    stopped = True
-                    break
-                candidate = rewriter.generate(problem, name, context)
-                row = {
-                    "problem": problem.key,
-                    "problem_hash": problem.content_hash,
-                    "level": problem.level,
-                    "problem_id": problem.problem_id,
-                    "transformation": name,
-                    "candidate_hash": candidate.content_hash,
-                    "config_hash": config.config_hash,
-                }
-                if not candidate.usable:
-                    append_jsonl(rows, row | {"failure": candidate.failure})
-                    continue
-                candidate.save(store, problem.content_hash)
-                began = time.monotonic()
-                result = evaluate(problem, candidate.source, config, store=store)
-                append_jsonl(
-                    rows,
-                    row
-                    | {
-                        "wall_s": round(time.monotonic() - began, 2),
-                        "correct": result.correct,
-                        "speedup": result.speedup,
-                        "failure_kind": result.failure_kind,
-                        "result": result.to_dict(),
-                    },
-                )
-                log.info(
-                    "[%d/%d] %s %s: %s in %.1f s",
-                    number,
-                    len(problems),
-                    problem.key,
-                    name,
-                    f"{result.speedup:.2f}x"
-                    if result.correct and result.speedup
-                    else result.failure_kind or "wrong",
-                    time.monotonic() - began,
-                )
+            judged, stopped = sweep.problem(problem, done, f"[{number}/{len(problems)}]")
+            if judged and args.export is not None:
+                export_evaluations(store, args.export, latest_only=True)
             if stopped:
                 log.info("stopping before the deadline after %d problems", number - 1)
                 break
+        if args.export is not None:  # what was resumed from too: the next slot's to resume
+            export_evaluations(store, args.export, latest_only=True)
     log.info("done in %.0f s", time.monotonic() - started)
     return 0
+
+
+@dataclass
+class _Sweep:
+    """What evaluating one problem's reachable candidates needs."""
+
+    rewriter: RuleRewriter
+    context: RewriteContext
+    config: EvalConfig
+    store: Store
+    rows: Path
+    started: float
+    deadline_s: float | None
+
+    def problem(self, problem: Problem, done: set[tuple[str, str]], tag: str) -> tuple[int, bool]:
+        """Evaluate every reachable transformation of ``problem`` without a current row (a row
+        each); how many were evaluated, and whether the deadline stopped it."""
+        names = self.rewriter.reachable(problem, self.context)
+        names.sort(key=EVALUATION_ORDER.index)
+        judged = 0
+        for name in names:
+            if (problem.content_hash, name) in done:
+                continue
+            elapsed = time.monotonic() - self.started
+            reserve = RESERVE_S.get(name, DEFAULT_RESERVE_S)
+            if self.deadline_s is not None and elapsed + reserve > self.deadline_s:
+                return judged, True
+            candidate = self.rewriter.generate(problem, name, self.context)
+            row = {
+                "problem": problem.key,
+                "problem_hash": problem.content_hash,
+                "level": problem.level,
+                "problem_id": problem.problem_id,
+                "transformation": name,
+                "candidate_hash": candidate.content_hash,
+                "config_hash": self.config.config_hash,
+            }
+            if not candidate.usable:
+                append_jsonl(self.rows, row | {"failure": candidate.failure})
+                continue
+            candidate.save(self.store, problem.content_hash)
+            began = time.monotonic()
+            result = evaluate(problem, candidate.source, self.config, store=self.store)
+            judged += 1
+            append_jsonl(self.rows, row | verdict_fields(result, began))
+            log.info("%s %s %s: %s in %.1f s", tag, problem.key, name, verdict_text(result),
+                     time.monotonic() - began)  # fmt: skip
+        return judged, False
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from autoprofiler.evaluate.layout import (
     fill,
     layout_bytes,
     mismatch,
+    slab_bytes,
     views,
 )
 
@@ -114,11 +115,6 @@ class _DeviceBytes:
 
 def _as_tensor(pointer: int, size: int, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(_DeviceBytes(pointer, size), device=device)
-
-
-def slab_bytes(layouts: dict[str, list[dict]]) -> int:
-    """Bytes a slab of these slots takes (each slot aligned, none empty)."""
-    return sum(max(layout_bytes(layout), SLOT_ALIGN) for layout in layouts.values())
 
 
 @dataclass

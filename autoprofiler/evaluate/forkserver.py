@@ -163,7 +163,9 @@ def main() -> int:
 def import_environment(env: dict[str, str]) -> tuple[str | None, ...]:
     """What of ``env`` a zygote's imports depend on: candidates that differ here need
     zygotes of their own."""
-    return tuple(env.get(k) for k in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET"))
+    names = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET", "PYTHONPYCACHEPREFIX",
+             "PYTHONDONTWRITEBYTECODE")  # fmt: skip
+    return tuple(env.get(name) for name in names)
 
 
 class Zygote:

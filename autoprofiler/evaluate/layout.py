@@ -74,6 +74,11 @@ def layout_bytes(layout: list[dict]) -> int:
     return _aligned(max(ends, default=0))
 
 
+def slab_bytes(layouts: dict[str, list[dict]]) -> int:
+    """Bytes a slab of these slots takes (each slot aligned, none empty)."""
+    return sum(max(layout_bytes(layout), SLOT_ALIGN) for layout in layouts.values())
+
+
 MALFORMED = "its output description is malformed"
 
 
@@ -103,13 +108,16 @@ def malformed(told: Any) -> str | None:
 
 def mismatch(layout: list[dict], told: Any) -> str | None:
     """Why what the candidate told does not fit ``layout`` (as ``compare_outputs`` words
-    it), or None."""
-    if not _listed(told):
-        return MALFORMED
+    it), or None; a description :func:`malformed` refuses never fits."""
+    why = malformed(told)
+    if why is not None:
+        return why
     if len(told) != len(layout):
         return f"{len(told)} outputs where the reference has {len(layout)}"
     for index, (want, got) in enumerate(zip(layout, told)):
         if "number" in want:
+            if "number" not in got:
+                return f"output {index} is a tensor, not a number"
             continue
         if "shape" not in got:
             return f"output {index} is a number, not a tensor"

@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,37 @@ def slab_fits(size: int, free: int, output_bytes: int) -> bool:
     return size <= free * SLAB_MEMORY_SHARE and free - size >= headroom
 
 
+def slots_that_fit(
+    wanted: dict[str, list[dict]], free: int, output_bytes: int, max_bytes: int | None = None
+) -> dict[str, list[dict]]:
+    """The first slots of ``wanted`` (in the order outputs are handed over) that a slab can
+    hold beside the candidate (:func:`slab_fits`) within ``max_bytes``: all of them where they
+    fit, else as many as fit (the rest cross on the host), else none."""
+    from autoprofiler.evaluate.layout import slab_bytes
+
+    names = list(wanted)
+    while names:
+        chosen = {name: wanted[name] for name in names}
+        size = slab_bytes(chosen)
+        if slab_fits(size, free, output_bytes) and (max_bytes is None or size <= max_bytes):
+            return chosen
+        names.pop()
+    return {}
+
+
+@dataclass(frozen=True)
+class SlabOffer:
+    """A slab the reference process holds for one run: its id, what the candidate opens, the
+    share of free GPU memory it left, its bytes, and the bytes of the outputs it has no slot
+    for (those cross on the host)."""
+
+    slab_id: str
+    offer: dict
+    room: float
+    size: int
+    host_bytes: int
+
+
 class ReferenceError(RuntimeError):
     """The reference could not be built, timed or run; the message is one line."""
 
@@ -85,7 +117,8 @@ class _Built:
             torch.manual_seed(config.seed)
             self.model = self.module.Model(*init_inputs).to(device).eval()
         self.compiled: Any = None
-        self.layouts: tuple[list[dict], list[dict] | None] | None = None  # see _Server._layouts
+        # See _Server._layouts: the layouts, or why the outputs have none (asked once).
+        self.layouts: tuple[list[dict], list[dict] | None] | str | None = None
 
 
 class _Server:
@@ -151,10 +184,11 @@ class _Server:
 
     def slab(self, request: dict) -> dict:
         """A fresh output slab for one candidate run (``correctness`` trials, ``timed`` slots,
-        the second shape): its id and what the candidate needs to open it; ``{"slab": None,
-        "why": ...}`` when the outputs are better handed over on the host."""
-        from autoprofiler.evaluate.cuda_ipc import OutputSlab, device_index, slab_bytes
-        from autoprofiler.evaluate.layout import LayoutError, layout_bytes
+        the second shape), of at most ``max_bytes`` when the request says: its id, what the
+        candidate needs to open it, and the bytes of the outputs left to cross on the host
+        when not all of them fit; ``{"slab": None, "why": ...}`` when none does."""
+        from autoprofiler.evaluate.cuda_ipc import OutputSlab, device_index
+        from autoprofiler.evaluate.layout import LayoutError, layout_bytes, slab_bytes
 
         if self.device.type != "cuda":
             return {"slab": None, "why": "not a GPU"}
@@ -162,32 +196,41 @@ class _Server:
             main, other = self._layouts(self.problem(request))
         except LayoutError as exc:
             return {"slab": None, "why": str(exc)}
-        layouts = {f"correctness-{i}": main for i in range(request["correctness"])}
-        layouts.update({f"timed#{k}": main for k in range(request["timed"])})
+        wanted = {f"correctness-{i}": main for i in range(request["correctness"])}
+        wanted.update({f"timed#{k}": main for k in range(request["timed"])})
         if other is not None:
-            layouts["other_shape"] = other
+            wanted["other_shape"] = other
         while len(self.slabs) >= KEPT_SLABS:
             self.slabs.pop(next(iter(self.slabs))).close()
         self._release()
         free, _ = self.torch.cuda.mem_get_info(device_index(self.device))
-        size = slab_bytes(layouts)
-        if not slab_fits(size, free, layout_bytes(main)):
-            return {"slab": None, "why": f"{size / 2**30:.1f} GiB is over its share of memory"}
+        layouts = slots_that_fit(wanted, free, layout_bytes(main), request.get("max_bytes"))
+        if not layouts:
+            return {"slab": None, "why": f"not one of its outputs fits beside the candidate "
+                    f"({slab_bytes(wanted) / 2**30:.1f} GiB in all)"}  # fmt: skip
         slab = OutputSlab(layouts, self.device)
         slab_id = secrets.token_hex(8)
         self.slabs[slab_id] = slab
-        return {"slab": slab_id, "offer": slab.offer(), "room": (free - size) / max(free, 1)}
+        left_out = sum(layout_bytes(wanted[name]) for name in wanted if name not in layouts)
+        return {"slab": slab_id, "offer": slab.offer(), "room": (free - slab.size) / max(free, 1),
+                "size": slab.size, "host_bytes": left_out}  # fmt: skip
 
     def _layouts(self, built: _Built) -> tuple[list[dict], list[dict] | None]:
         """The layout of the reference's output at the problem's shape and at the second shape
-        (None without one), from one forward each, kept with the built problem."""
-        from autoprofiler.evaluate.layout import leaf_layout
+        (None without one), from one forward each, kept with the built problem; raises
+        ``LayoutError`` (kept too: the reference runs once for it) when they have none."""
+        from autoprofiler.evaluate.layout import LayoutError, leaf_layout
 
         if built.layouts is None:
             with self.torch.no_grad():
                 main = self._reference_output(built, {"seed": 0})
                 other = self._reference_output(built, {"seed": 0, "other_shape": True})
-            built.layouts = (leaf_layout(main), None if other is None else leaf_layout(other))
+            try:
+                built.layouts = (leaf_layout(main), None if other is None else leaf_layout(other))
+            except LayoutError as exc:
+                built.layouts = str(exc)
+        if isinstance(built.layouts, str):
+            raise LayoutError(built.layouts)
         return built.layouts
 
     def free(self, request: dict) -> dict:
@@ -485,12 +528,13 @@ class ProblemReference:
         return self.process.request(request, timeout_s)
 
     def offer_slab(
-        self, correctness: int, timed: int, timeout_s: float
-    ) -> tuple[str, dict, float] | None:
-        """A fresh output slab on the GPU for one run (its id, the offer the candidate opens,
-        and the share of the free GPU memory it leaves), or None when the outputs cross on the
-        host (why is logged)."""
-        request = {"op": "slab", "correctness": correctness, "timed": timed, **self._problem}
+        self, correctness: int, timed: int, timeout_s: float, max_bytes: int | None = None
+    ) -> SlabOffer | None:
+        """A fresh output slab on the GPU for one run, of at most ``max_bytes``, holding as
+        many of its outputs as fit; None when none does and they all cross on the host (why
+        is logged)."""
+        request = {"op": "slab", "correctness": correctness, "timed": timed,
+                   "max_bytes": max_bytes, **self._problem}  # fmt: skip
         try:
             reply = self.process.request(request, timeout_s)
         except ReferenceError as exc:  # a fault here, not a choice: say so
@@ -499,7 +543,13 @@ class ProblemReference:
         if reply.get("slab") is None:
             log.info("outputs cross on the host: %s", reply.get("why"))
             return None
-        return reply["slab"], reply["offer"], float(reply.get("room", 1.0))
+        offered = SlabOffer(reply["slab"], reply["offer"], float(reply["room"]),
+                            int(reply["size"]), int(reply["host_bytes"]))  # fmt: skip
+        if offered.host_bytes:
+            log.info("a %.1f GiB output slab holds %d of the run's outputs; %.1f GiB cross on "
+                     "the host", offered.size / 2**30, len(offered.offer["slots"]),
+                     offered.host_bytes / 2**30)  # fmt: skip
+        return offered
 
     def free_slab(self, slab_id: str, timeout_s: float) -> None:
         with contextlib.suppress(ReferenceError):

@@ -40,7 +40,12 @@ from autoprofiler.evaluate.forkserver import (
 from autoprofiler.evaluate.inputs import TrialSeeds
 from autoprofiler.evaluate.output_files import size_limit
 from autoprofiler.evaluate.recorded import replay_evaluation
-from autoprofiler.evaluate.reference import ProblemReference, ReferenceError, ReferencePool
+from autoprofiler.evaluate.reference import (
+    ProblemReference,
+    ReferenceError,
+    ReferencePool,
+    SlabOffer,
+)
 from autoprofiler.evaluate.result import EvalResult, FailureKind, Finding, TimingStats
 from autoprofiler.evaluate.sandbox import exit_status, sandbox_command
 from autoprofiler.evaluate.timing import LoopRecord
@@ -495,13 +500,32 @@ def _merge_static_findings(result: EvalResult, findings: list[Finding]) -> None:
     result.apply_rejections()
 
 
-def _shared_inductor_cache() -> str | None:
-    """Inductor's default cache folder (where it also keeps precompiled headers)."""
+def _user_cache(name: str) -> str | None:
+    """``NAME_USER`` in the temporary folder: a cache every run of this user shares (None
+    when the user id has no name)."""
     try:
         user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
     except (KeyError, OSError):  # no name for this user id
         return None
-    return str(Path(tempfile.gettempdir()) / f"torchinductor_{user}")
+    return str(Path(tempfile.gettempdir()) / f"{name}_{user}")
+
+
+def _shared_inductor_cache() -> str | None:
+    """Inductor's default cache folder (where it also keeps precompiled headers)."""
+    return _user_cache("torchinductor")
+
+
+def bytecode_cache(env: dict[str, str]) -> None:
+    """Have the candidates' processes (its zygote, its build run, its timed run) keep the
+    bytecode of what they import in a folder this user's runs share (``PYTHONPYCACHEPREFIX``,
+    unless the caller names one), written even where ``PYTHONDONTWRITEBYTECODE`` is set.
+    Where an installation has no usable bytecode of its own, every process compiled each
+    module it imports from source: on the H200, sympy's import took 3-4 s of every Triton
+    candidate's first call that way (docs/results/evaluator_throughput.md)."""
+    folder = _user_cache("autoprofiler_bytecode")
+    if "PYTHONPYCACHEPREFIX" not in env and folder is not None:
+        env["PYTHONPYCACHEPREFIX"] = folder
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list[str]]:
@@ -515,7 +539,10 @@ def worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list
         for variable, folder in WORK_FOLDERS.items():
             env.setdefault(variable, shared.get(variable) or str(work_dir / folder))
         env.update({variable: str(work_dir / f) for variable, f in TEMPORARY_FOLDER.items()})
+        bytecode_cache(env)
     folders = [env[v] for v in SANDBOX_FOLDERS]
+    if env.get("PYTHONPYCACHEPREFIX"):
+        folders.append(env["PYTHONPYCACHEPREFIX"])
     for folder in folders:
         Path(folder).mkdir(parents=True, exist_ok=True)
     if on_gpu(config) and cuda_arch_list():
@@ -566,14 +593,20 @@ def sweep_abandoned_outputs(folder: Path) -> None:
                 continue
 
 
-def _output_root(config: EvalConfig, work_dir: Path, output_bytes: int, needed: bool) -> Path:
-    """Where the candidate's outputs cross to the trusted side: shared memory (``/dev/shm``)
-    when it has room for twice what they take, else the work folder (always under a sandbox,
-    whose ``/dev/shm`` is its own). When they must cross there (``needed``: no GPU slab) and
-    the work folder's disk has no room for them either, :class:`NoRoomForOutputs`: a run
-    that filled the disk would fail anyway, and take the store's disk with it."""
+def host_output_bytes(config: EvalConfig, output_bytes: int) -> int:
+    """Bytes a run's outputs take when all cross on the host: the correctness trials', the
+    second shape's (taken as large as the first), and the timed outputs' (all while they
+    add up to ``CHECK_ALL_TIMED_BYTES``, else the sample)."""
     timed = max(CHECK_ALL_TIMED_BYTES, TIMED_SAMPLE * output_bytes)
-    need = (config.correctness_trials + 1) * output_bytes + timed
+    return (config.correctness_trials + 1) * output_bytes + timed
+
+
+def _output_root(config: EvalConfig, work_dir: Path, need: int) -> Path:
+    """Where the ``need`` bytes of the candidate's outputs that no GPU slab holds cross to the
+    trusted side: shared memory (``/dev/shm``) when it has room for twice that, else the
+    work folder (always under a sandbox, whose ``/dev/shm`` is its own). When the work
+    folder's disk has no room for them either, :class:`NoRoomForOutputs`: a run that filled
+    the disk would fail anyway, and take the store's disk with it."""
     shm = Path(SHARED_MEMORY)
     shm_free = 0
     if not config.sandbox and shm.is_dir() and os.access(shm, os.W_OK):
@@ -583,7 +616,7 @@ def _output_root(config: EvalConfig, work_dir: Path, output_bytes: int, needed: 
             return shm
     sweep_abandoned_outputs(work_dir)
     disk_free = _free_bytes(work_dir)
-    if needed and disk_free < need + OUTPUT_DISK_HEADROOM_BYTES:
+    if need and disk_free < need + OUTPUT_DISK_HEADROOM_BYTES:
         raise NoRoomForOutputs(
             f"its outputs ({need / 2**30:.1f} GiB) have no room to cross on the host: "
             f"{shm_free / 2**30:.1f} GiB free in {SHARED_MEMORY}, {disk_free / 2**30:.1f} GiB "
@@ -624,21 +657,31 @@ def stage_seconds(marks: dict[str, float], ended: float) -> dict[str, float]:
 
 
 def judge_beside_slab(
-    judge: Callable[[bool], tuple[EvalResult, bool]], problem: Problem
+    judge: Callable[[int | None], tuple[EvalResult, int]], problem: Problem
 ) -> EvalResult:
-    """``judge(slab_allowed)``'s result; when the candidate ran out of memory beside an output
-    slab (GPU memory the evaluator held for it), judged once more with its outputs crossing on
-    the host: the slab's memory is the evaluator's, not the candidate's, to answer for."""
-    result, beside_slab = judge(True)
-    if result.failure_kind is FailureKind.OUT_OF_MEMORY and beside_slab:
+    """``judge(max_slab_bytes)``'s result (``judge`` returns it with the bytes of the output
+    slab its run had, 0 for none). A candidate that ran out of memory beside an output slab
+    (GPU memory the evaluator held for it) is judged again beside a slab of at most half
+    that size, the rest of its outputs crossing on the host, and, out of memory there too,
+    once more with no slab: the slab's memory is the evaluator's, not the candidate's, to
+    answer for."""
+    result, held = judge(None)
+    earlier_s = 0.0
+    for smaller in (lambda size: size // 2, lambda size: 0):
+        if result.failure_kind is not FailureKind.OUT_OF_MEMORY or not held:
+            break
+        cap = smaller(held)
         log.info(
-            "%s: the candidate ran out of GPU memory beside its output slab; judging it again "
-            "with its outputs crossing on the host",
+            "%s: the candidate ran out of GPU memory beside its %.1f GiB output slab; judging "
+            "it again %s",
             problem.key,
+            held / 2**30,
+            f"beside one of at most {cap / 2**30:.1f} GiB" if cap else "with no slab",
         )
-        first_run_s = sum(result.stages_s.values())
-        result, _ = judge(False)
-        result.stages_s = {"first_run": first_run_s, **result.stages_s}
+        earlier_s += sum(result.stages_s.values())
+        result, held = judge(cap)
+    if earlier_s:
+        result.stages_s = {"first_run": earlier_s, **result.stages_s}
     return result
 
 
@@ -650,20 +693,26 @@ def _judge_candidate(
     work_dir: Path,
     reference: ProblemReference,
     timings: dict[str, dict],
-    slab_allowed: bool = True,
-) -> tuple[EvalResult, bool]:
-    """The candidate's verdict from one run of its process, and whether its outputs were
-    handed over in a GPU slab (``slab_allowed`` and one fitted)."""
+    max_slab_bytes: int | None = None,
+) -> tuple[EvalResult, int]:
+    """The candidate's verdict from one run of its process, and the bytes of the GPU slab
+    its outputs were handed over in (0: none); the slab holds at most ``max_slab_bytes``
+    (0: no slab)."""
     prefix = sandbox_command(config.sandbox, work_dir) if config.sandbox else []
     run_id = f"{os.getpid()}-{time.monotonic_ns()}"  # runs of one candidate may overlap
     output_bytes = timings["eager"]["record"]["output_bytes"]
-    slab = _offer_slab(config, reference, output_bytes) if slab_allowed else None
+    slab = None
+    if max_slab_bytes != 0:
+        slab = _offer_slab(config, reference, output_bytes, max_slab_bytes)
+    host_bytes = host_output_bytes(config, output_bytes) if slab is None else slab.host_bytes
     try:
-        root = _output_root(config, work_dir, output_bytes, needed=slab is None)
+        root = _output_root(config, work_dir, host_bytes)
     except NoRoomForOutputs as exc:
         result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
         result.failure_kind, result.failure_message = FailureKind.OUT_OF_MEMORY, str(exc)
-        return result, False
+        if slab is not None:
+            reference.free_slab(slab.slab_id, config.run_timeout_s)
+        return result, 0
     output_dir = root / f"{OUTPUTS_PREFIX}{run_id}"
     output_dir.mkdir()
     report_path = work_dir / f"report-{run_id}.json"
@@ -687,7 +736,7 @@ def _judge_candidate(
         "parent_pid": None,  # the supervisor is its parent
     }
     if slab is not None:
-        job["slab"] = slab[1]
+        job["slab"] = slab.offer
     job_path.write_text(json.dumps(job), encoding="utf-8")
     log_path = work_dir / f"worker-{run_id}.log"
     began = time.perf_counter()
@@ -710,7 +759,7 @@ def _judge_candidate(
             )
             result.compiled = exchange.timed_out_in in ("run", "exit")
         else:
-            slab_id, room = (slab[0], slab[2]) if slab is not None else (None, 1.0)
+            slab_id, room = (slab.slab_id, slab.room) if slab is not None else (None, 1.0)
             verdict = Verdict(
                 problem, candidate_hash, config, reference, timings, seeds, output_dir, slab_id,
                 room,
@@ -718,25 +767,29 @@ def _judge_candidate(
             result = verdict.judge(report, exchange.timing_phase_s, exchange.asked)
     finally:
         if slab is not None:
-            reference.free_slab(slab[0], config.run_timeout_s)
+            reference.free_slab(slab.slab_id, config.run_timeout_s)
         shutil.rmtree(output_dir, ignore_errors=True)
         with contextlib.suppress(OSError):
             log_path.replace(work_dir / "worker.log")  # the last run's log
     result.stages_s = {**stage_seconds(exchange.marks, gone), "verdict": time.perf_counter() - gone}
-    return result, slab is not None
+    return result, slab.size if slab is not None else 0
 
 
 def _offer_slab(
-    config: EvalConfig, reference: ProblemReference, output_bytes: int
-) -> tuple[str, dict, float] | None:
+    config: EvalConfig,
+    reference: ProblemReference,
+    output_bytes: int,
+    max_bytes: int | None = None,
+) -> SlabOffer | None:
     """A GPU slab for this run's outputs (CUDA, ``config.output_slab``, no sandbox: a sandbox's
-    own process namespace keeps CUDA IPC out), with a slot per correctness trial, per timed
-    output that may be asked for, and the second shape; None: they cross on the host."""
+    own process namespace keeps CUDA IPC out) of at most ``max_bytes``, with a slot per
+    correctness trial, per timed output that may be asked for, and the second shape, as many
+    as fit (the rest cross on the host); None: they all cross on the host."""
     if config.sandbox or not config.output_slab or not on_gpu(config):
         return None
     per_output = max(output_bytes, 1)
     timed = max(TIMED_SAMPLE, min(config.max_timing_trials, CHECK_ALL_TIMED_BYTES // per_output))
-    return reference.offer_slab(config.correctness_trials, timed, config.run_timeout_s)
+    return reference.offer_slab(config.correctness_trials, timed, config.run_timeout_s, max_bytes)
 
 
 def _forking() -> bool:

@@ -53,6 +53,8 @@ def test_the_report_compares_the_candidates_both_evaluators_judged(tmp_path: Pat
     text = throughput.report(rows, None)
     assert "| new | 3 | 7.0 | 25.7 | 2.00 | 1.50 | 4.0 (2) |" in text
     assert "| old | 2 | 10.0 | 12.0 | 5.00 | 4.50 | 10.0 (2) |" in text
+    # per kind: the rate over those candidates' own walls, the harness time beyond their trials
+    assert "| new | other | 3 | 3 | 2.00 | 25.7 | 1.50 |" in text
     assert (ROOT / "benchmarks" / "evaluator_throughput.py").is_file()
 
 

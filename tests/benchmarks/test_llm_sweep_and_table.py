@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autoprofiler.evaluate import EvalConfig, import_evaluations, replay_evaluation
+from autoprofiler.evaluate.config import EVALUATOR_VERSION
 from autoprofiler.store import Store
 
 from .conftest import ROOT, import_benchmark
@@ -61,6 +62,17 @@ def test_rows_to_judge_again_are_those_a_fix_changed() -> None:
     assert llm_sweep._rejudged(row, ["were due"])
     assert not llm_sweep._rejudged(row, [])
     assert not llm_sweep._rejudged({"result": None}, ["were due"])
+
+
+def test_rows_an_older_evaluator_judged_are_judged_again_when_asked() -> None:
+    current = {"result": {"evaluator_version": EVALUATOR_VERSION, "failure_message": ""}}
+    older = {"result": {"evaluator_version": "3", "failure_message": ""}}
+    unversioned = {"result": {"failure_message": ""}}  # v1 recorded no version
+    assert llm_sweep._rejudged(older, [], older=True)
+    assert llm_sweep._rejudged(unversioned, [], older=True)
+    assert not llm_sweep._rejudged(current, [], older=True)
+    assert not llm_sweep._rejudged(older, [])
+    assert not llm_sweep._rejudged({"result": None, "failure": "no code"}, [], older=True)
 
 
 def test_the_committed_verdicts_replay_as_the_rows_recorded_them(tmp_path) -> None:
@@ -143,3 +155,12 @@ def test_the_committed_table_is_the_committed_rows(tmp_path) -> None:
     assert f"the {len(full)} problems with all six configurations judged" in page
     with gzip.open(REQUESTS, "rt") as handle:
         assert sum(1 for line in handle if json.loads(line)["custom_id"]) == 240
+
+
+def test_a_shard_is_i_of_n(capsys) -> None:
+    assert llm_sweep._shard("1/2") == (1, 2)
+    for text in ("2/2", "-1/2", "a/b", "1"):
+        with pytest.raises(SystemExit):
+            llm_sweep._parse_args(["--requests", "r", "--replies", "r", "--recordings", "x",
+                                   "--store", "s", "--rows", "r", f"--shard={text}"])  # fmt: skip
+        assert "a shard" in capsys.readouterr().err

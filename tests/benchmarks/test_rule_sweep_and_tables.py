@@ -34,17 +34,34 @@ def test_sweep_evaluates_every_reachable_candidate_once_and_resumes(tmp_path: Pa
     (problems / "softmax.py").write_text(
         (ROOT / "examples" / "problems" / "07_row_softmax.py").read_text()
     )
+    export = tmp_path / "export.jsonl.gz"
     args = ("--device", "cpu", "--store", str(tmp_path / "s.sqlite"), "--rows")
-    first = _run("rule_sweep.py", str(problems), *args, str(tmp_path / "rows.jsonl"))
+    rows_path = tmp_path / "rows.jsonl"
+    first = _run("rule_sweep.py", str(problems), *args, str(rows_path), "--export", str(export))
     assert first.returncode == 0, first.stderr[-2000:]
-    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
     # On the CPU only Triton's row kernel and torch.compile can be reached for a softmax.
     assert {r["transformation"] for r in rows} <= {"triton_row", "compile"}
     assert rows and all(r["correct"] for r in rows)
-    again = _run("rule_sweep.py", str(problems), *args, str(tmp_path / "rows.jsonl"))
+    again = _run("rule_sweep.py", str(problems), *args, str(rows_path))
     assert again.returncode == 0
-    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == len(rows)
+    assert len(rows_path.read_text().splitlines()) == len(rows)
     assert f"{len(rows)} evaluations already done" in again.stderr
+
+    # A row whose verdict an older evaluator made is not done: a sweep on another slot's
+    # fresh store, resumed from the export, takes that verdict again from the export (this
+    # version made it there), not from a new run, and appends its row.
+    stale = {**rows[0], "result": {**rows[0]["result"], "evaluator_version": "1"}}
+    rows_path.write_text("".join(json.dumps(r) + "\n" for r in [stale, *rows[1:]]))
+    fresh = ("--device", "cpu", "--store", str(tmp_path / "fresh.sqlite"), "--rows")
+    resumed = _run("rule_sweep.py", str(problems), *fresh, str(rows_path),
+                   "--resume-from", str(export), str(tmp_path / "missing.jsonl.gz"))  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"{len(rows) - 1} evaluations already done" in resumed.stderr
+    assert f"resumed {len(rows)} evaluations from {export}" in resumed.stderr
+    added = [json.loads(line) for line in rows_path.read_text().splitlines()][len(rows) :]
+    assert [r["transformation"] for r in added] == [rows[0]["transformation"]]
+    assert added[0]["result"]["candidate"] == rows[0]["result"]["candidate"]  # the same trials
 
 
 def test_an_interrupted_sweep_ends_with_a_one_line_warning(tmp_path: Path) -> None:

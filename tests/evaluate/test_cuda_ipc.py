@@ -16,6 +16,7 @@ from autoprofiler.evaluate import EvalConfig, evaluate
 from autoprofiler.evaluate.cuda_ipc import OpenedSlab, OutputSlab
 from autoprofiler.evaluate.inputs import OutputError, plain_leaves
 from autoprofiler.evaluate.layout import SLOT_ALIGN, describe, layout_bytes, leaf_layout, mismatch
+from autoprofiler.evaluate.reference import SlabOffer
 from autoprofiler.problem import Problem
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -53,6 +54,22 @@ def test_layout_aligns_each_tensor_and_keeps_numbers():
 )
 def test_mismatch_words_it_as_compare_outputs_does(told, why):
     assert mismatch(leaf_layout([torch.zeros(3, 5)]), told) == why
+
+
+@pytest.mark.parametrize(
+    ("told", "why"),
+    [
+        ([{"number": 3}], None),
+        ([{"number": [1, 2]}], "output 0 is described as a number but is not one"),
+        ([{"number": None}], "output 0 is described as a number but is not one"),
+        ([{"dtype": "float32", "shape": [2]}], "output 0 is a tensor, not a number"),
+        ([{"dtype": "float32", "shape": [-1]}], "output 0 has a malformed shape"),
+    ],
+)
+def test_a_number_slot_takes_a_plain_number_only(told, why):
+    """The slab's reader takes a number output from the description itself: anything but a
+    plain number there would reach the trusted comparison as whatever the candidate wrote."""
+    assert mismatch(leaf_layout([7]), told) == why
 
 
 def test_describe_and_plain_leaves():
@@ -171,7 +188,35 @@ def test_evaluate_hands_outputs_over_in_a_slab(tmp_path, source, correct, kind):
     reference = REFERENCES.get(problem, config, _reference_env(config), tmp_path)
     offered = _offer_slab(config, reference, 1024 * 4096 * 4)
     assert offered is not None  # the run above had one too: no fallback to files here
-    reference.free_slab(offered[0], 60)
+    reference.free_slab(offered.slab_id, 60)
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    ("source", "correct", "kind"),
+    [(HONEST, True, None), (WRONG_VALUES, False, "wrong_values")],
+)
+def test_outputs_a_partial_slab_has_no_slot_for_cross_on_the_host(
+    tmp_path, monkeypatch, caplog, source, correct, kind
+):
+    """A slab of three slots (the first three correctness trials): the other two trials,
+    the timed outputs and the second shape cross as files, and the verdict is the same."""
+    import logging
+
+    from autoprofiler.evaluate import runner
+
+    offer = runner._offer_slab
+    three_outputs = 3 * 1024 * 4096 * 4
+    monkeypatch.setattr(
+        runner, "_offer_slab", lambda *args: offer(*args[:3], max_bytes=three_outputs)
+    )
+    problem = Problem(name="partial_slab_relu", source=PROBLEM, origin="<test>")
+    with caplog.at_level(logging.INFO, logger="autoprofiler.evaluate.reference"):
+        result = evaluate(problem, source, EvalConfig(device="cuda"), use_cache=False,
+                          work_root=tmp_path)  # fmt: skip
+    assert "holds 3 of the run's outputs" in caplog.text
+    assert result.correct is correct
+    assert (result.failure_kind.value if result.failure_kind else None) == kind
 
 
 class _Reference:
@@ -180,9 +225,9 @@ class _Reference:
     def __init__(self) -> None:
         self.asked: list[tuple[int, int]] = []
 
-    def offer_slab(self, correctness: int, timed: int, timeout_s: float):
+    def offer_slab(self, correctness: int, timed: int, timeout_s: float, max_bytes=None):
         self.asked.append((correctness, timed))
-        return ("slab-id", {"handle": "00" * 64, "size": 0, "slots": {}}, 1.0)
+        return SlabOffer("slab-id", {"handle": "00" * 64, "size": 0, "slots": {}}, 1.0, 0, 0)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -415,32 +416,90 @@ def test_a_reference_timed_slow_is_timed_again_at_the_first_large_win(
     assert first.correct and again.correct and third.correct
 
 
+GIB = 2**30
+
+
 @pytest.mark.parametrize(
-    ("first", "beside_slab", "runs", "kind"),
+    ("slabs", "failures", "asked", "kind"),
     [
-        (FailureKind.OUT_OF_MEMORY, True, [True, False], None),  # judged again, slab off
-        (FailureKind.OUT_OF_MEMORY, False, [True], FailureKind.OUT_OF_MEMORY),  # its own fault
-        (FailureKind.WRONG_VALUES, True, [True], FailureKind.WRONG_VALUES),
-        (None, True, [True], None),
+        # Out of memory beside a 60 GiB slab: again beside one of at most 30 GiB, which held.
+        ([60 * GIB, 30 * GIB], ["oom", None], [None, 30 * GIB], None),
+        # Out of memory beside that one too: once more with no slab.
+        ([60 * GIB, 24 * GIB, 0], ["oom", "oom", None], [None, 30 * GIB, 0], None),
+        # Out of memory with no slab at all: its own fault, judged once.
+        ([0], ["oom"], [None], FailureKind.OUT_OF_MEMORY),
+        # Not one output fits in half the slab: the second run has none, and its verdict stands.
+        ([8 * GIB, 0], ["oom", "oom"], [None, 4 * GIB], FailureKind.OUT_OF_MEMORY),
+        # Out of memory every time: three runs, then the verdict.
+        ([60 * GIB, 30 * GIB, 0], ["oom"] * 3, [None, 30 * GIB, 0], FailureKind.OUT_OF_MEMORY),
+        ([60 * GIB], ["wrong"], [None], FailureKind.WRONG_VALUES),
+        ([60 * GIB], [None], [None], None),
     ],
 )
-def test_out_of_memory_beside_the_evaluators_slab_is_judged_again_without_it(
-    scale_problem, first, beside_slab, runs, kind
+def test_out_of_memory_beside_the_evaluators_slab_is_judged_again_with_less_of_it(
+    scale_problem, slabs, failures, asked, kind
 ):
     from autoprofiler.evaluate.result import EvalResult
     from autoprofiler.evaluate.runner import judge_beside_slab
 
-    seen: list[bool] = []
+    named = {"oom": FailureKind.OUT_OF_MEMORY, "wrong": FailureKind.WRONG_VALUES, None: None}
+    seen: list[int | None] = []
 
-    def judge(slab_allowed: bool) -> tuple[EvalResult, bool]:
-        seen.append(slab_allowed)
+    def judge(max_slab_bytes: int | None) -> tuple[EvalResult, int]:
+        run = len(seen)
+        seen.append(max_slab_bytes)
         result = EvalResult(problem_hash="p", candidate_hash="c")
-        result.failure_kind = first if slab_allowed else None
+        result.failure_kind = named[failures[run]]
         result.correct = result.failure_kind is None
-        return result, slab_allowed and beside_slab
+        result.stages_s = {"timing": 1.0}
+        return result, slabs[run]
 
-    assert judge_beside_slab(judge, scale_problem).failure_kind is kind
-    assert seen == runs
+    result = judge_beside_slab(judge, scale_problem)
+    assert result.failure_kind is kind
+    assert seen == asked
+    assert result.stages_s.get("first_run", 0.0) == len(asked) - 1  # earlier runs' seconds
+
+
+def test_as_many_outputs_as_fit_go_in_the_slab_the_rest_on_the_host() -> None:
+    from autoprofiler.evaluate.layout import layout_of
+    from autoprofiler.evaluate.reference import slots_that_fit
+
+    def output(gib: float) -> list[dict]:
+        return layout_of([{"dtype": "float32", "shape": [int(gib * GIB) // 4]}])
+
+    eight = output(8)
+    wanted = {f"correctness-{i}": eight for i in range(5)}
+    wanted |= {f"timed#{k}": eight for k in range(4)} | {"other_shape": output(2)}
+    # Ten slots, the second shape's of 2 GiB, with 122 GiB free: the whole slab (74 GiB) is
+    # over 60 % of the free memory; all but its last slot fit.
+    held = slots_that_fit(wanted, 122 * GIB, 8 * GIB)
+    assert list(held) == list(wanted)[:-1]
+    assert slots_that_fit(wanted, 200 * GIB, 8 * GIB) == wanted  # all of it fits
+    assert list(slots_that_fit(wanted, 122 * GIB, 8 * GIB, max_bytes=20 * GIB)) == [
+        "correctness-0",
+        "correctness-1",
+    ]
+    assert slots_that_fit(wanted, 122 * GIB, 8 * GIB, max_bytes=GIB) == {}
+    assert slots_that_fit(wanted, 30 * GIB, 8 * GIB) == {}  # the candidate's headroom first
+    # KernelBench's 6 GiB-output L1 problems on an 80 GB GPU (about 76 GiB free): 7 of 10.
+    six = {name: output(6) for name in list(wanted)[:-1]} | {"other_shape": output(6)}
+    assert len(slots_that_fit(six, 76 * GIB, 6 * GIB)) == 7
+
+
+def test_outputs_a_partial_slab_leaves_out_need_room_on_the_host_for_themselves_only(
+    monkeypatch, tmp_path
+):
+    from autoprofiler.evaluate import runner
+
+    monkeypatch.setattr(runner, "SHARED_MEMORY", str(tmp_path / "no-shm"))
+    monkeypatch.setattr(runner, "_free_bytes", lambda folder: 20 * GIB)  # the work folder's
+    config = EvalConfig(device="cuda")
+    everything = runner.host_output_bytes(config, 8 * GIB)
+    assert everything == (5 + 1) * 8 * GIB + 4 * 8 * GIB
+    with pytest.raises(runner.NoRoomForOutputs, match=r"\(80\.0 GiB\)"):
+        runner._output_root(config, tmp_path, everything)
+    assert runner._output_root(config, tmp_path, 8 * GIB) == tmp_path  # the one left out
+    assert runner._output_root(config, tmp_path, 0) == tmp_path  # a slab holds them all
 
 
 def test_with_the_slab_off_no_slab_is_asked_of_the_reference_process(monkeypatch):
@@ -489,3 +548,45 @@ def test_outputs_left_by_a_killed_judge_are_swept_and_a_live_ones_kept(tmp_path)
     sweep_abandoned_outputs(tmp_path)
     assert not abandoned.exists()
     assert live.exists() and other.exists()
+
+
+def test_candidates_keep_the_bytecode_they_compile_in_a_folder_all_runs_share(
+    scale_problem, monkeypatch, tmp_path
+):
+    """Where writing bytecode is off (``PYTHONDONTWRITEBYTECODE``, as on the machines here),
+    a candidate's process still keeps what it compiled, in the evaluator's folder, without a
+    finding: the next process loads it instead of compiling the module again."""
+    import sys
+
+    from autoprofiler.evaluate import runner
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    env, roots = runner.worker_env(tmp_path / "work", FAST)
+    prefix = Path(env["PYTHONPYCACHEPREFIX"])
+    assert "PYTHONDONTWRITEBYTECODE" not in env and str(prefix) in roots
+    assert runner.worker_env(tmp_path / "other", FAST)[0]["PYTHONPYCACHEPREFIX"] == str(prefix)
+    sandboxed = EvalConfig(**{**FAST.to_dict(), "sandbox": "bwrap"})
+    assert "PYTHONPYCACHEPREFIX" not in runner.worker_env(tmp_path / "box", sandboxed)[0]
+
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "scale_factor.py").write_text("FACTOR = 2\n")
+    source = CORRECT.replace(
+        "import torch\n", f"import sys\nsys.path.insert(0, {str(modules)!r})\nimport torch\n", 1
+    ).replace("min=0) * 2", "min=0) * __import__('scale_factor').FACTOR")
+    result = evaluate(scale_problem, source, FAST, work_root=tmp_path / "runs")
+    assert result.correct, result.failure_message
+    assert not [f for f in result.findings if f.name == "writes_outside_workdir"]
+    kept = (
+        prefix
+        / modules.relative_to(modules.anchor)
+        / f"scale_factor.{sys.implementation.cache_tag}.pyc"
+    )
+    assert kept.is_file()
+    assert not (modules / "__pycache__").exists()  # nothing written beside the source
+
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "callers"))  # the caller's own
+    assert runner.worker_env(tmp_path / "work", FAST)[0]["PYTHONPYCACHEPREFIX"] == str(
+        tmp_path / "callers"
+    )

@@ -38,3 +38,35 @@ def test_giving_back_a_gib_or_more_is_noted() -> None:
     del block
     server._release()
     assert server.gave_back_at > time.monotonic() - 5
+
+
+UINT32_OUTPUT = """
+import torch
+import torch.nn as nn
+
+FORWARDS = []
+
+class Model(nn.Module):
+    def forward(self, x):
+        FORWARDS.append(tuple(x.shape))
+        return x.to(torch.uint32)
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_outputs_that_cannot_cross_as_raw_bytes_are_found_out_once() -> None:
+    """A reference output of a dtype outside the slab's: the reference runs once to find out,
+    not again on every later offer of a slab."""
+    from autoprofiler.evaluate.layout import LayoutError
+
+    server = _server("cpu")
+    built = server.problem({"problem_hash": "uint32", "problem_source": UINT32_OUTPUT})
+    for _ in range(3):
+        with pytest.raises(LayoutError, match="uint32"):
+            server._layouts(built)
+    assert built.module.FORWARDS and len(built.module.FORWARDS) <= 2  # one per shape, once

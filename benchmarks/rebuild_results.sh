@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Rebuild the results pages after a new evaluator version: every recorded candidate behind
+# them judged again on the H200, then every page remade from the new verdicts on a CPU.
+#
+# On the GPU machine, in the repository root, one device command each (each ends inside
+# 10 minutes; rows and exports land in $OUT as they fall):
+#
+#   KB=path/to/kernelbench/problems.jsonl OUT=dir bash benchmarks/rebuild_results.sh rules
+#   OUT=dir bash benchmarks/rebuild_results.sh llm
+#
+# rules: benchmarks/rule_sweep.py over the 64 problems of docs/results/rewriter.md, every
+#   transformation the rule rewriter can reach (compile_max_autotune too).
+# llm: benchmarks/llm_sweep.py --rejudge-older over the 240 recorded LLM replies.
+# Each uses every GPU it sees (at most 4: the device returns 8 files), one process per GPU:
+# the rule sweep shares problems through claim files, the LLM sweep takes a shard each.
+# Resumable over device slots: copy what $OUT held into PREV (default .devdata/rebuild, carried
+# to the machine) before the next command; rows made by this evaluator version count as done,
+# and every export of PREV is loaded first. LIMIT_S (default 540) is each sweep's deadline;
+# SELECT (rules) replaces the problems' selection, EXTRA adds arguments to each sweep (a CPU
+# try: SELECT= EXTRA='--device cpu'; EXTRA=--dry-run for llm).
+#
+# Then, on any machine, once no row is left to judge again (this mode says so and stops
+# otherwise, unless FORCE=1):
+#
+#   KB=path/to/kernelbench/problems.jsonl bash benchmarks/rebuild_results.sh pages
+#
+# pages: merges the exports into the committed data files (the new verdict of a candidate
+#   wins) and remakes rewriter.md, learning.md, llm_rewriter.md (both tables),
+#   reproduction.md's fixed-configuration study and the two HTML reports. The LLM-proposer
+#   study of reproduction.md is not remade: its recorded proposer replies answered prompts
+#   that quote the old scores.
+set -u
+mode=${1:?rules, llm or pages}
+PREV=${PREV:-.devdata/rebuild}
+LIMIT_S=${LIMIT_S:-540}
+DATA=docs/results/data
+IDS="1 23 40 63 33 41 53 73 4 8 12 16 20 27 30 36 44 48 57 60 66 69 77 80 84 87 90 94 97 13 18 25"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+
+gpus() {  # GPUs to use: those the machine lists, at most 4
+  local count
+  count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  echo $(( count > 4 ? 4 : (count < 1 ? 1 : count) ))
+}
+
+sweep() {  # mode, rows seeds...: one sweep process per GPU, logs prefixed, all awaited
+  local name=$1 n g
+  shift
+  OUT=${OUT:?the output folder}
+  n=$(gpus)
+  { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+    nproc; echo "gpus used: $n"; } > "$OUT/env.txt" 2>&1
+  : > "$OUT/${name}_rows.jsonl"
+  for seed in "$@"; do  # the rows so far: PREV's are cumulative, so the last one given wins
+    [ -s "$seed" ] && zcat -f "$seed" > "$OUT/${name}_rows.jsonl"
+  done
+  mapfile -t resume < <(ls "$PREV"/"$name"-*.jsonl.gz 2>/dev/null)
+  for g in $(seq 0 $((n - 1))); do
+    "${name}_command" "$g" "$n" "${resume[@]}"
+    # shellcheck disable=SC2086  # EXTRA: more arguments for the sweep, split on spaces
+    CUDA_VISIBLE_DEVICES=$g TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-$g TRITON_CACHE_DIR=/tmp/triton-$g \
+      TORCH_EXTENSIONS_DIR=/tmp/extensions-$g AUTOPROFILER_HOME=/tmp/home-$g \
+      timeout $((LIMIT_S + 45)) "${command[@]}" ${EXTRA:-} 2>&1 \
+      | sed -u "s/^/[gpu$g] /" >> "$OUT/$name.log" &
+  done
+  wait
+  echo "done: $(wc -l < "$OUT/${name}_rows.jsonl") rows" >> "$OUT/$name.log"
+}
+
+rules_command() {  # gpu, gpus, exports to resume from...: sets command
+  local g=$1
+  shift 2
+  # shellcheck disable=SC2086  # SELECT: the problems' selection, split on spaces
+  command=(python3 benchmarks/rule_sweep.py "${KB:?KernelBench problems.jsonl}"
+    ${SELECT---levels 1 2 --ids $IDS} --store "/tmp/rules-$g.sqlite"
+    --rows "$OUT/rules_rows.jsonl" --device-name H200 --claims "/tmp/rules-claims-$$" --exclude
+    --deadline-s "$LIMIT_S" --export "$OUT/rules-$g.jsonl.gz" --resume-from "$@")
+}
+
+llm_command() {  # gpu, gpus, exports to resume from...: sets command
+  local g=$1 n=$2
+  shift 2
+  command=(python3 benchmarks/llm_sweep.py --requests $DATA/llm_requests.jsonl.gz
+    --replies $DATA/llm_replies.jsonl.gz --recordings $DATA/kernelbench_h200.jsonl.gz
+    --recordings $DATA/kernelbench_h200.jsonl.gz $DATA/kernelbench_h200_more.jsonl.gz
+    --store "/tmp/llm-$g.sqlite" --rows "$OUT/llm_rows.jsonl" --export "$OUT/llm-$g.jsonl.gz"
+    --rejudge-older --shard "$g/$n" --deadline-s "$LIMIT_S"
+    --resume-from $DATA/llm_evaluations.jsonl.gz "$@")
+}
+
+left_to_judge() {  # rows file, transformation or configuration field: stale keys left
+  python3 - "$1" "$2" <<'EOF'
+import sys
+sys.path.insert(0, "benchmarks")
+from pathlib import Path
+from _common import made_by_an_older_evaluator, read_jsonl
+last = {}
+for row in read_jsonl(Path(sys.argv[1])):
+    last[(row["problem_hash"], row[sys.argv[2]])] = row
+print(sum(made_by_an_older_evaluator(row) for row in last.values()) if last else "no rows")
+EOF
+}
+
+pages() {
+  local rules llm
+  rules=$(left_to_judge "$PREV/rules_rows.jsonl" transformation)
+  llm=$(left_to_judge "$PREV/llm_rows.jsonl" configuration)
+  echo "rows left to judge again: rules $rules, llm $llm"
+  if [ "$rules $llm" != "0 0" ] && [ "${FORCE:-0}" != 1 ]; then
+    echo "not every verdict is this evaluator's yet: run the device modes again (or FORCE=1)"
+    return 1
+  fi
+  set -e
+  python3 benchmarks/merge_evaluations.py $DATA/kernelbench_h200_evaluations.jsonl.gz \
+    "$PREV"/rules-*.jsonl.gz --out /tmp/rules-merged.jsonl.gz
+  mv /tmp/rules-merged.jsonl.gz $DATA/kernelbench_h200_evaluations.jsonl.gz
+  python3 benchmarks/merge_evaluations.py $DATA/llm_evaluations.jsonl.gz \
+    "$PREV"/llm-*.jsonl.gz --out /tmp/llm-merged.jsonl.gz
+  mv /tmp/llm-merged.jsonl.gz $DATA/llm_evaluations.jsonl.gz
+  gzip -c "$PREV/llm_rows.jsonl" > $DATA/llm_sweep_rows.jsonl.gz
+  local recordings=(--recordings $DATA/kernelbench_h200.jsonl.gz)
+  local evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
+  python3 benchmarks/rewriter_table.py "${recordings[@]}" "${evaluations[@]}" \
+    --markdown docs/results/rewriter.md --compare compile_max_autotune
+  python3 benchmarks/learning_table.py "${recordings[@]}" "${evaluations[@]}" \
+    --starts none SpeedOfLight basic --budget 30 --train 0.67 --rewriter rules \
+    --markdown docs/results/learning.md
+  python3 benchmarks/llm_table.py --rows $DATA/llm_sweep_rows.jsonl.gz \
+    --requests $DATA/llm_requests.jsonl.gz --replies $DATA/llm_replies.jsonl.gz \
+    --markdown docs/results/llm_rewriter.md
+  python3 benchmarks/keep_best.py "${KB:?KernelBench problems.jsonl}" \
+    --markdown docs/results/llm_rewriter.md
+  rm -rf runs/llm-learning runs/h200-bench.sqlite
+  python3 benchmarks/llm_learning.py --work runs/llm-learning \
+    --markdown docs/results/reproduction.md --rows $DATA/llm_learning.json
+  python3 -m autoprofiler report runs/llm-learning/store.sqlite \
+    -o docs/results/llm_reproduction.html
+  python3 -m autoprofiler bench --store runs/h200-bench.sqlite --name h200-rules --replay \
+    "${recordings[@]}" "${evaluations[@]}" --train 0.67 --budgets 5,17,inf --rewriter rules \
+    --proposer search --iterations 30 --patience 10 --device cuda \
+    -o $DATA/reproduction_h200.json
+  python3 -m autoprofiler report runs/h200-bench.sqlite -o docs/results/reproduction.html \
+    --figures docs/results/reproduction
+}
+
+case "$mode" in
+  rules) sweep rules "$PREV/rules_rows.jsonl" ;;
+  llm) sweep llm $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl" ;;
+  pages) pages ;;
+  *) echo "unknown mode $mode: rules, llm or pages" >&2; exit 2 ;;
+esac

@@ -1,0 +1,73 @@
+"""benchmarks/rebuild_results.sh, tried on the CPU: the device modes resume from what an
+earlier slot left, and the pages are remade only once every verdict is this evaluator's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, import_benchmark
+
+llm_table = import_benchmark("llm_table")
+made_by_an_older_evaluator = import_benchmark("_common").made_by_an_older_evaluator
+
+SCRIPT = ROOT / "benchmarks" / "rebuild_results.sh"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def _rebuild(mode: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(SCRIPT), mode],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        timeout=600,
+        check=False,
+    )
+
+
+def test_the_rule_sweep_resumes_from_the_last_slot_and_the_pages_wait(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    shutil.copy(ROOT / "examples" / "problems" / "07_row_softmax.py", problems / "softmax.py")
+    first, second = tmp_path / "slot1", tmp_path / "slot2"
+    first.mkdir(), second.mkdir()
+    cpu = {"KB": str(problems), "SELECT": "", "EXTRA": "--device cpu", "LIMIT_S": "300"}
+    done = _rebuild("rules", **cpu, OUT=str(first), PREV=str(tmp_path / "none"))
+    assert done.returncode == 0, done.stderr
+    rows = (first / "rules_rows.jsonl").read_text().splitlines()
+    assert rows and all(json.loads(row)["result"]["evaluator_version"] for row in rows)
+    assert (first / "rules-0.jsonl.gz").exists()
+    assert "0 evaluations already done" in (first / "rules.log").read_text()
+
+    done = _rebuild("rules", **cpu, OUT=str(second), PREV=str(first))
+    assert done.returncode == 0, done.stderr
+    log = (second / "rules.log").read_text()
+    assert f"{len(rows)} evaluations already done" in log
+    assert f"resumed {len(rows)} evaluations" in log
+    assert (second / "rules_rows.jsonl").read_text().splitlines() == rows  # nothing judged
+    assert (second / "rules-0.jsonl.gz").exists()  # the export carried on for the next slot
+
+    # The LLM rows of this slot are missing: the pages are not remade, and nothing is written.
+    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results" / "data").glob("*.gz")}
+    pages = _rebuild("pages", PREV=str(second), KB=str(problems))
+    assert pages.returncode == 1
+    assert "rows left to judge again: rules 0, llm no rows" in pages.stdout
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_the_llm_mode_would_judge_every_reply_an_older_evaluator_judged(tmp_path: Path) -> None:
+    rows = llm_table.read_rows(ROOT / "docs" / "results" / "data" / "llm_sweep_rows.jsonl.gz")
+    older = sum(made_by_an_older_evaluator(row) for row in rows.values())
+    done = _rebuild("llm", EXTRA="--dry-run", OUT=str(tmp_path), PREV=str(tmp_path / "none"))
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "llm.log").read_text()
+    assert "resumed 240 evaluations" in log and f" {older} candidates to judge" in log
+    assert "Traceback" not in log
