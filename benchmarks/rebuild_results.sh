@@ -56,6 +56,7 @@ sweep() {  # mode, rows seeds...: one sweep process per GPU, logs prefixed, all 
     [ -s "$seed" ] && zcat -f "$seed" > "$OUT/${name}_rows.jsonl"
   done
   mapfile -t resume < <(ls "$PREV"/"$name"-*.jsonl.gz 2>/dev/null)
+  scratch=$(mktemp -d)  # this command's stores and claim files: its export is what lasts
   for g in $(seq 0 $((n - 1))); do
     "${name}_command" "$g" "$n" "${resume[@]}"
     # shellcheck disable=SC2086  # EXTRA: more arguments for the sweep, split on spaces
@@ -65,6 +66,7 @@ sweep() {  # mode, rows seeds...: one sweep process per GPU, logs prefixed, all 
       | sed -u "s/^/[gpu$g] /" >> "$OUT/$name.log" &
   done
   wait
+  rm -rf "$scratch"
   echo "done: $(wc -l < "$OUT/${name}_rows.jsonl") rows" >> "$OUT/$name.log"
 }
 
@@ -73,8 +75,8 @@ rules_command() {  # gpu, gpus, exports to resume from...: sets command
   shift 2
   # shellcheck disable=SC2086  # SELECT: the problems' selection, split on spaces
   command=(python3 benchmarks/rule_sweep.py "${KB:?KernelBench problems.jsonl}"
-    ${SELECT---levels 1 2 --ids $IDS} --store "/tmp/rules-$g.sqlite"
-    --rows "$OUT/rules_rows.jsonl" --device-name H200 --claims "/tmp/rules-claims-$$" --exclude
+    ${SELECT---levels 1 2 --ids $IDS} --store "$scratch/rules-$g.sqlite"
+    --rows "$OUT/rules_rows.jsonl" --device-name H200 --claims "$scratch/claims" --exclude
     --deadline-s "$LIMIT_S" --export "$OUT/rules-$g.jsonl.gz" --resume-from "$@")
 }
 
@@ -84,7 +86,7 @@ llm_command() {  # gpu, gpus, exports to resume from...: sets command
   command=(python3 benchmarks/llm_sweep.py --requests $DATA/llm_requests.jsonl.gz
     --replies $DATA/llm_replies.jsonl.gz --recordings $DATA/kernelbench_h200.jsonl.gz
     --recordings $DATA/kernelbench_h200.jsonl.gz $DATA/kernelbench_h200_more.jsonl.gz
-    --store "/tmp/llm-$g.sqlite" --rows "$OUT/llm_rows.jsonl" --export "$OUT/llm-$g.jsonl.gz"
+    --store "$scratch/llm-$g.sqlite" --rows "$OUT/llm_rows.jsonl" --export "$OUT/llm-$g.jsonl.gz"
     --rejudge-older --shard "$g/$n" --deadline-s "$LIMIT_S"
     --resume-from $DATA/llm_evaluations.jsonl.gz "$@")
 }
@@ -112,12 +114,14 @@ pages() {
     return 1
   fi
   set -e
+  local merged
+  merged=$(mktemp --suffix=.jsonl.gz)
   python3 benchmarks/merge_evaluations.py $DATA/kernelbench_h200_evaluations.jsonl.gz \
-    "$PREV"/rules-*.jsonl.gz --out /tmp/rules-merged.jsonl.gz
-  mv /tmp/rules-merged.jsonl.gz $DATA/kernelbench_h200_evaluations.jsonl.gz
+    "$PREV"/rules-*.jsonl.gz --out "$merged"
+  mv "$merged" $DATA/kernelbench_h200_evaluations.jsonl.gz
   python3 benchmarks/merge_evaluations.py $DATA/llm_evaluations.jsonl.gz \
-    "$PREV"/llm-*.jsonl.gz --out /tmp/llm-merged.jsonl.gz
-  mv /tmp/llm-merged.jsonl.gz $DATA/llm_evaluations.jsonl.gz
+    "$PREV"/llm-*.jsonl.gz --out "$merged"
+  mv "$merged" $DATA/llm_evaluations.jsonl.gz
   gzip -c "$PREV/llm_rows.jsonl" > $DATA/llm_sweep_rows.jsonl.gz
   local recordings=(--recordings $DATA/kernelbench_h200.jsonl.gz)
   local evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
