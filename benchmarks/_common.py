@@ -75,6 +75,22 @@ def made_by_an_older_evaluator(row: dict) -> bool:
     return isinstance(result, dict) and result.get("evaluator_version") != EVALUATOR_VERSION
 
 
+def resume_from(paths: list[Path], store: Any, log: logging.Logger) -> None:
+    """Load each evaluations export of ``paths`` that exists into ``store``; a file that is
+    not one ends the script with one error line (exit 2)."""
+    from autoprofiler.evaluate import EvaluationsFileError, import_evaluations
+
+    for path in paths:
+        if not path.exists():
+            continue
+        try:
+            imported = import_evaluations(path, store).evaluations
+        except EvaluationsFileError as exc:
+            log.error("%s", exc)
+            raise SystemExit(2) from None
+        log.info("resumed %d evaluations from %s", imported, path)
+
+
 def verdict_fields(result: Any, began: float) -> dict:
     """A sweep row's verdict columns for an ``EvalResult``: seconds since ``began``
     (``time.monotonic``), correctness, speedup, failure kind, and the whole result."""

@@ -48,12 +48,13 @@ from _common import (
     log_progress,
     made_by_an_older_evaluator,
     read_jsonl,
+    resume_from,
     run_main,
     verdict_fields,
     verdict_text,
 )
 
-from autoprofiler.evaluate import EvalConfig, export_evaluations, import_evaluations
+from autoprofiler.evaluate import EvalConfig, export_evaluations
 from autoprofiler.execute import evaluate_many
 from autoprofiler.llm import LLMConfig, SamplingParams, make_client
 from autoprofiler.llm.batch import BatchRequest, export_requests, import_replies
@@ -203,10 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     with Store(args.store) as store:
         for path in dict.fromkeys(p for paths in args.recordings for p in paths):
             import_recordings(path, store)
-        for path in args.resume_from:
-            if path.exists():
-                imported = import_evaluations(path, store).evaluations
-                log.info("resumed %d evaluations from %s", imported, path)
+        resume_from(args.resume_from, store, log)
         wanted = _requested(args.requests)
         found = rebuilt_requests(args.recordings, wanted, args.profile_device)
         scratch = Path(args.store).with_suffix(".requests.jsonl")

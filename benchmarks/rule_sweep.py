@@ -37,18 +37,13 @@ from _common import (
     log_progress,
     made_by_an_older_evaluator,
     read_jsonl,
+    resume_from,
     run_main,
     verdict_fields,
     verdict_text,
 )
 
-from autoprofiler.evaluate import (
-    EvalConfig,
-    EvaluationsFileError,
-    evaluate,
-    export_evaluations,
-    import_evaluations,
-)
+from autoprofiler.evaluate import EvalConfig, evaluate, export_evaluations
 from autoprofiler.problem import Problem, ProblemError, load_problems
 from autoprofiler.rewrite.base import RewriteContext
 from autoprofiler.rewrite.rules import RuleRewriter
@@ -143,14 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     log.info("%d problems, %d evaluations already done", len(problems), len(done))
     with Store(args.store) as store:
-        try:
-            for path in args.resume_from:
-                if path.exists():
-                    imported = import_evaluations(path, store).evaluations
-                    log.info("resumed %d evaluations from %s", imported, path)
-        except EvaluationsFileError as exc:
-            log.error("%s", exc)
-            return 2
+        resume_from(args.resume_from, store, log)
         sweep = _Sweep(rewriter, context, config, store, rows, started, args.deadline_s)
         for number, problem in enumerate(problems, 1):
             if not _claim(claims, problem):

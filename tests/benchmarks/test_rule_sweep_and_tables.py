@@ -168,3 +168,19 @@ def test_learning_table_refuses_an_unknown_rewriter_before_any_study(tmp_path: P
         done = _run("learning_table.py", *common, "--markdown", "x.md", "--rewriter", rewriter)
         assert done.returncode == 1 and message in done.stderr
         assert "Traceback" not in done.stderr and not (tmp_path / "learn.sqlite").exists()
+
+
+def test_an_export_to_resume_from_that_is_none_is_one_line(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    (problems / "softmax.py").write_text(
+        (ROOT / "examples" / "problems" / "07_row_softmax.py").read_text()
+    )
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(gzip.compress(b'{"kind": "something else"}\n'))
+    done = _run("rule_sweep.py", str(problems), "--device", "cpu", "--store",
+                str(tmp_path / "s.sqlite"), "--rows", str(tmp_path / "rows.jsonl"),
+                "--resume-from", str(broken))  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "not an autoprofiler evaluations file" in done.stderr
+    assert not (tmp_path / "rows.jsonl").exists()  # nothing judged
