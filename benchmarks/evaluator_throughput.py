@@ -43,7 +43,9 @@ class ModelNew(nn.Module):
         super().__init__()
         self.reference = Model(*args)
     def forward(self, *inputs):
-        return self.reference(*inputs) + 1.0
+        # doubled, not only shifted: L1/4's outputs (about 2.6e5) take a shift of 1.0 within
+        # tolerance (docs/results/evaluator_throughput.md, session 34)
+        return self.reference(*inputs) * 2.0 + 1.0
 """
 FAILING_PROBLEMS = 4
 EXTENSION_EXAMPLES = [

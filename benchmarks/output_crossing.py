@@ -8,7 +8,7 @@ trusted side, the output on its GPU) are recorded:
   ``torch.load(map_location=...)``);
 - ``raw file``: the evaluator's host path now (``output_files``: a copy into a shared mapping
   of a raw file, and a private mapping read back);
-- ``raw file, pinned``: the same with the mapping registered with CUDA (``cudaHostRegister``)
+- ``raw file, pinned``: the same with the mapping registered with CUDA (``cuMemHostRegister``)
   for the copy, to see whether page-locking is worth it;
 - ``GPU slab``: the device-memory slab (``cuda_ipc``), the way taken when memory allows.
 
@@ -32,9 +32,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REGISTER_DEFAULT = 0
-REGISTER_READ_ONLY = 8  # cudaHostRegisterReadOnly
-
 
 def _seconds(step: Callable[..., Any], *args: Any) -> tuple[float, Any]:
     """``step(*args)``'s seconds, the device quiet before and after, and its value."""
@@ -47,29 +44,24 @@ def _seconds(step: Callable[..., Any], *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - began, value
 
 
-def _check(status: Any, what: str) -> None:
-    if int(status) != 0:
-        raise RuntimeError(f"{what} failed with CUDA error {int(status)}")
-
-
 def _pinned_write(leaves: list, path: Path, _limit_bytes: int) -> list[dict]:
-    """``write_output`` with the shared mapping page-locked for the copy (no size limit)."""
+    """``write_output`` with the shared mapping page-locked for the copy (no size limit). The
+    kernel lets a writable shared mapping of a file be page-locked on tmpfs (``/dev/shm``)
+    only: elsewhere this raises ``CudaIpcError``."""
     import torch
 
+    from autoprofiler.evaluate.cuda_ipc import page_locked
     from autoprofiler.evaluate.layout import describe, fill, layout_bytes, layout_of
 
     told = describe(leaves)
     layout = layout_of(told)
     size = layout_bytes(layout)
-    cudart = torch.cuda.cudart()
     with open(path, "wb+") as handle:
         handle.truncate(size)
         mapped = mmap.mmap(handle.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         memory = torch.frombuffer(mapped, dtype=torch.uint8)
-        _check(cudart.cudaHostRegister(memory.data_ptr(), size, REGISTER_DEFAULT), "register")
-        fill(memory, layout, leaves)
-        torch.cuda.synchronize()
-        _check(cudart.cudaHostUnregister(memory.data_ptr()), "unregister")
+        with page_locked(memory, leaves[0].device, read_only=False, or_pageable=False):
+            fill(memory, layout, leaves)
         del memory
         mapped.close()
     return told
@@ -79,11 +71,11 @@ def _pinned_read(path: Path, told: list[dict], device: Any) -> list:
     """``read_output`` from a read-only mapping page-locked for the copy."""
     import torch
 
+    from autoprofiler.evaluate.cuda_ipc import page_locked
     from autoprofiler.evaluate.layout import layout_bytes, layout_of, views
 
     layout = layout_of(told)
     size = layout_bytes(layout)
-    cudart = torch.cuda.cudart()
     with open(path, "rb") as handle:
         mapped = mmap.mmap(
             handle.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ
@@ -91,12 +83,8 @@ def _pinned_read(path: Path, told: list[dict], device: Any) -> list:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a read-only buffer: nothing writes to it
             memory = torch.frombuffer(mapped, dtype=torch.uint8)
-        pointer = memory.data_ptr()
-        _check(cudart.cudaHostRegister(pointer, size, REGISTER_READ_ONLY), "register")
-        leaves = [v.to(device) if torch.is_tensor(v) else v for v in views(memory, layout, told)]
-        torch.cuda.synchronize()
-        _check(cudart.cudaHostUnregister(pointer), "unregister")
-    return leaves
+        with page_locked(memory, device, or_pageable=False):
+            return [v.to(device) if torch.is_tensor(v) else v for v in views(memory, layout, told)]
 
 
 def _ways(folder: Path, device: Any) -> dict[str, tuple[Callable, Callable]]:

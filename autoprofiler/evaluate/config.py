@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from autoprofiler.store import content_key
 
 # Part of every cache key: a verdict made by an older evaluator is not reused by a newer one.
-EVALUATOR_VERSION = "8"
+EVALUATOR_VERSION = "9"
 # KernelBench's current per-dtype tolerances (atol = rtol).
 DEFAULT_TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 

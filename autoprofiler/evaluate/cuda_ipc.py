@@ -226,17 +226,24 @@ def _let_go(slab: OutputSlab | OpenedSlab, call: str, what: str) -> None:
 
 
 @contextlib.contextmanager
-def pinned_for_reading(memory: torch.Tensor, device: torch.device) -> Iterator[None]:
-    """Host ``memory`` page-locked, read-only, for the copies to ``device`` made inside the
-    block (on the H200 a 6 GiB output in ``/dev/shm`` crossed in 0.7 s instead of 3.2 s:
-    ``docs/results/evaluator_throughput.md``); left pageable when the driver refuses."""
+def page_locked(
+    memory: torch.Tensor, device: torch.device, *, read_only: bool = True, or_pageable: bool = True
+) -> Iterator[None]:
+    """Host ``memory`` page-locked for the copies between it and ``device`` made inside the
+    block (read-only unless asked: on the H200 a 6 GiB output in ``/dev/shm`` crossed to the
+    GPU in 0.7 s instead of 3.2 s, ``docs/results/evaluator_throughput.md``). When the driver
+    refuses, the memory stays pageable, or with ``or_pageable=False`` ``CudaIpcError``
+    is raised."""
     pointer = memory.data_ptr()
     try:
         driver = _driver()
         _prepare_context(device)
-        size, flags = ctypes.c_size_t(memory.numel()), ctypes.c_uint(HOST_REGISTER_READ_ONLY)
+        size = ctypes.c_size_t(memory.numel())
+        flags = ctypes.c_uint(HOST_REGISTER_READ_ONLY if read_only else 0)
         driver.call("cuMemHostRegister", ctypes.c_void_p(pointer), size, flags)
     except CudaIpcError as exc:
+        if not or_pageable:
+            raise
         log.debug("host memory stays pageable: %s", exc)
         yield
         return

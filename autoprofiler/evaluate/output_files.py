@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from autoprofiler.evaluate.cuda_ipc import pinned_for_reading
+from autoprofiler.evaluate.cuda_ipc import page_locked
 from autoprofiler.evaluate.inputs import OutputError
 from autoprofiler.evaluate.layout import (
     LayoutError,
@@ -117,6 +117,6 @@ def read_output(path: Path, told: Any, device: torch.device) -> list[Any]:
         memory = torch.frombuffer(mapped, dtype=torch.uint8)
     if device.type != "cuda":  # views, which keep the mapping alive while they live
         return views(memory, layout, told)
-    with pinned_for_reading(memory, device):
+    with page_locked(memory, device):
         return [leaf.to(device) if torch.is_tensor(leaf) else leaf
                 for leaf in views(memory, layout, told)]  # fmt: skip

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from .conftest import ROOT, import_benchmark
 
 bytecode_cache = import_benchmark("bytecode_cache")
@@ -31,8 +33,9 @@ def test_a_small_run_measures_every_way_and_tables_it(tmp_path: Path) -> None:
     assert "| none | " in text and "| 1.00x |" in text
 
 
-def test_the_committed_table_is_the_committed_rows() -> None:
-    rows = ROOT / "docs" / "results" / "data" / "bytecode_cache_rows_session33.jsonl"
+@pytest.mark.parametrize("name", ["session33", "session34_h100"])
+def test_the_committed_table_is_the_committed_rows(name: str) -> None:
+    rows = ROOT / "docs" / "results" / "data" / f"bytecode_cache_rows_{name}.jsonl"
     table = bytecode_cache.report(rows)
     page = (ROOT / "docs" / "results" / "evaluator_throughput.md").read_text()
     shown = "\n".join(line.strip() for line in page.splitlines())  # in a list item there

@@ -76,3 +76,32 @@ def test_the_stage_table_shows_medians_by_kind_with_what_no_stage_holds(tmp_path
     assert "| new | triton | 3 | 1.00 | 0.00 | 0.50 | 3.00 | 1.50 |" in text
     assert "| old | triton | 1 |" in text  # the summary table's row, not the stage table's
     assert text.count("| old | triton |") == 1
+
+
+def test_the_wrong_candidate_is_wrong_however_large_the_outputs() -> None:
+    """A shift of 1.0 alone sat within tolerance of L1/4's outputs (about 2.6e5)."""
+    import torch
+
+    space: dict = {}
+    exec(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return x\n" + throughput.WRONG,
+        space,
+    )
+    for scale in (0.0, 1.0, 2.6e5):
+        x = torch.full((8,), scale)
+        got = space["ModelNew"]()(x)
+        assert not torch.allclose(got, space["Model"]()(x), atol=1e-2, rtol=1e-2)
+
+
+def test_the_committed_session34_tables_are_its_rows() -> None:
+    """The H100 run of session 34: its summary and per-kind tables, as the page shows them."""
+    rows = ROOT / "docs" / "results" / "data" / "evaluator_throughput_rows_session34.jsonl"
+    text = throughput.report(rows, None)
+    page = (ROOT / "docs" / "results" / "evaluator_throughput.md").read_text()
+    for line in (
+        "| new | 46 | 182.9 | 15.1 | 2.64 | 2.45 | 88.4 (16) |",
+        "| old | 16 | 151.4 | 6.3 | 7.55 | 7.36 | 151.4 (16) |",
+        "| new | other | 15 | 15 | 2.02 | 19.0 | 1.94 |",
+    ):
+        assert line in text and line in page

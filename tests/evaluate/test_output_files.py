@@ -151,9 +151,12 @@ def test_a_symbolic_link_is_refused_wherever_it_points(tmp_path: Path, target: s
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_an_output_crosses_to_the_gpu_through_page_locked_memory(tmp_path: Path, caplog) -> None:
+@pytest.mark.parametrize("columns", [1 << 20, 1002])  # 6 MiB; 6012 bytes, not whole pages
+def test_an_output_crosses_to_the_gpu_through_page_locked_memory(
+    tmp_path: Path, caplog, columns: int
+) -> None:
     device = torch.device("cuda")
-    made = torch.randn(3, 1 << 20, device=device)[:, ::2]  # on the GPU, not contiguous
+    made = torch.randn(3, columns, device=device)[:, ::2]  # on the GPU, not contiguous
     path, told = _written(tmp_path, [made, 2])
     with caplog.at_level(logging.DEBUG, logger="autoprofiler.evaluate.cuda_ipc"):
         got = read_output(path, told, device)
