@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Rebuild the results pages after a new evaluator version: every recorded candidate behind
-# them judged again on the H200, then every page remade from the new verdicts on a CPU.
+# them judged again on one GPU model (the pages were made on the H200; the pages name no
+# other yet), then every page remade from the new verdicts on a CPU.
 #
 # On the GPU machine, in the repository root, one device command each (each ends inside
 # 10 minutes; rows and exports land in $OUT as they fall):
@@ -13,9 +14,12 @@
 # llm: benchmarks/llm_sweep.py --rejudge-older over the 240 recorded LLM replies.
 # Each uses every GPU it sees (at most 4: the device returns 8 files), one process per GPU:
 # the rule sweep shares problems through claim files, the LLM sweep takes a shard each.
-# Resumable over device slots: copy what $OUT held into PREV (default .devdata/rebuild, carried
-# to the machine) before the next command; rows made by this evaluator version count as done,
-# and every export of PREV is loaded first. LIMIT_S (default 540) is each sweep's deadline;
+# Resumable over device slots and sessions: copy what $OUT held into PREV (default
+# docs/results/data/rebuild, committed, so that a later session's checkout carries it to the
+# machine) before the next command; rows made by this evaluator version count as done, and
+# every export of PREV is loaded first. Every slot must run on the GPU model PREV's slots ran
+# on (card.txt; a different one is refused, MIXED_CARDS=1 allows it), so that one page's
+# verdicts come from one kind of GPU. LIMIT_S (default 540) is each sweep's deadline;
 # SELECT (rules) replaces the problems' selection, EXTRA adds arguments to each sweep (a CPU
 # try: SELECT= EXTRA='--device cpu'; EXTRA=--dry-run for llm).
 #
@@ -31,7 +35,7 @@
 #   that quote the old scores.
 set -u
 mode=${1:?rules, llm or pages}
-PREV=${PREV:-.devdata/rebuild}
+PREV=${PREV:-docs/results/data/rebuild}
 LIMIT_S=${LIMIT_S:-540}
 DATA=docs/results/data
 IDS="1 23 40 63 33 41 53 73 4 8 12 16 20 27 30 36 44 48 57 60 66 69 77 80 84 87 90 94 97 13 18 25"
@@ -43,10 +47,29 @@ gpus() {  # GPUs to use: those the machine lists, at most 4
   echo $(( count > 4 ? 4 : (count < 1 ? 1 : count) ))
 }
 
+card() {  # the GPU model this machine judges on ("cpu" without one)
+  local name
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  echo "${name:-cpu}"
+}
+
+same_card() {  # this machine's GPU is the one PREV's slots ran on (or PREV has none yet)
+  local here there
+  here=$(card)
+  there=$(cat "$PREV/card.txt" 2>/dev/null)
+  if [ -n "$there" ] && [ "$there" != "$here" ] && [ "${MIXED_CARDS:-0}" != 1 ]; then
+    echo "rebuild_results: $PREV was judged on $there, this machine has $here: go on on" \
+      "$there, or start again with an empty PREV (MIXED_CARDS=1 mixes them)" >&2
+    return 1
+  fi
+  echo "$here" > "$OUT/card.txt"
+}
+
 sweep() {  # mode, rows seeds...: one sweep process per GPU, logs prefixed, all awaited
   local name=$1 n g
   shift
   OUT=${OUT:?the output folder}
+  same_card || exit 2
   n=$(gpus)
   { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -76,7 +99,8 @@ rules_command() {  # gpu, gpus, exports to resume from...: sets command
   # shellcheck disable=SC2086  # SELECT: the problems' selection, split on spaces
   command=(python3 benchmarks/rule_sweep.py "${KB:?KernelBench problems.jsonl}"
     ${SELECT---levels 1 2 --ids $IDS} --store "$scratch/rules-$g.sqlite"
-    --rows "$OUT/rules_rows.jsonl" --device-name H200 --claims "$scratch/claims" --exclude
+    --rows "$OUT/rules_rows.jsonl" --device-name "$(card | sed 's/^NVIDIA //')"
+    --claims "$scratch/claims" --exclude
     --deadline-s "$LIMIT_S" --export "$OUT/rules-$g.jsonl.gz" --resume-from "$@")
 }
 

@@ -71,3 +71,13 @@ def test_the_llm_mode_would_judge_every_reply_an_older_evaluator_judged(tmp_path
     log = (tmp_path / "llm.log").read_text()
     assert "resumed 240 evaluations" in log and f" {older} candidates to judge" in log
     assert "Traceback" not in log
+
+
+def test_a_slot_on_another_gpu_model_than_the_earlier_slots_is_refused(tmp_path: Path) -> None:
+    earlier, out = tmp_path / "earlier", tmp_path / "out"
+    earlier.mkdir(), out.mkdir()
+    (earlier / "card.txt").write_text("NVIDIA Imaginary GPU\n")  # no machine has it
+    done = _rebuild("rules", KB=str(tmp_path), OUT=str(out), PREV=str(earlier))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "was judged on NVIDIA Imaginary GPU" in done.stderr
+    assert not (out / "rules_rows.jsonl").exists()  # nothing started
