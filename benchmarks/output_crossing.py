@@ -6,10 +6,11 @@ trusted side, the output on its GPU) are recorded:
 
 - ``torch.save``: what evaluators up to v6 did on the host (``.cpu()``, ``torch.save`` to a file,
   ``torch.load(map_location=...)``);
-- ``raw file``: the evaluator's host path now (``output_files``: a copy into a shared mapping
-  of a raw file, and a private mapping read back);
-- ``raw file, pinned``: the same with the mapping registered with CUDA (``cuMemHostRegister``)
-  for the copy, to see whether page-locking is worth it;
+- ``raw file``: the evaluator's host path (``output_files``: a copy into a shared mapping of
+  a raw file, and a private mapping read back, page-locked since v7 where the driver takes
+  it; session 32's rows of this way were made before, with a pageable read);
+- ``raw file, pinned``: both mappings page-locked (``cuda_ipc.page_locked``), the writer's
+  too, which needs the file on tmpfs; it fails rather than fall back;
 - ``GPU slab``: the device-memory slab (``cuda_ipc``), the way taken when memory allows.
 
 Files go to ``--folder`` (``/dev/shm`` by default, as in the evaluator). Every reading is
