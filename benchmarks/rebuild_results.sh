@@ -32,7 +32,8 @@
 #   wins) and remakes rewriter.md, learning.md, llm_rewriter.md (both tables),
 #   reproduction.md's fixed-configuration study and the two HTML reports. The LLM-proposer
 #   study of reproduction.md is not remade: its recorded proposer replies answered prompts
-#   that quote the old scores.
+#   that quote the old scores. The page scripts look verdicts up under the H200's labels
+#   (their DEVICE constants), so this mode refuses slots judged on another GPU model.
 set -u
 mode=${1:?rules, llm or pages}
 PREV=${PREV:-docs/results/data/rebuild}
@@ -136,6 +137,13 @@ pages() {
   if [ "$rules $llm" != "0 0" ] && [ "${FORCE:-0}" != 1 ]; then
     echo "not every verdict is this evaluator's yet: run the device modes again (or FORCE=1)"
     return 1
+  fi
+  local card
+  card=$(cat "$PREV/card.txt" 2>/dev/null)
+  if [[ "$card" != *H200* ]]; then  # rewriter_table, learning_table, llm_learning: H200 labels
+    echo "rebuild_results: the page scripts read H200 verdicts only, and $PREV's were made" \
+      "on ${card:-an unnamed machine}" >&2
+    return 2
   fi
   set -e
   local merged

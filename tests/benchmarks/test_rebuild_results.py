@@ -81,3 +81,12 @@ def test_a_slot_on_another_gpu_model_than_the_earlier_slots_is_refused(tmp_path:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "was judged on NVIDIA Imaginary GPU" in done.stderr
     assert not (out / "rules_rows.jsonl").exists()  # nothing started
+
+
+def test_the_pages_are_not_remade_from_verdicts_of_another_gpu_model(tmp_path: Path) -> None:
+    (tmp_path / "card.txt").write_text("NVIDIA Imaginary GPU\n")
+    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results" / "data").glob("*.gz")}
+    pages = _rebuild("pages", PREV=str(tmp_path), KB=str(tmp_path), FORCE="1")
+    assert pages.returncode == 2
+    assert pages.stderr.count("\n") == 1 and "made on NVIDIA Imaginary GPU" in pages.stderr
+    assert {p: p.read_bytes() for p in before} == before
