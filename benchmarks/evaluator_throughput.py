@@ -245,10 +245,47 @@ def report(rows_path: Path, markdown: Path | None) -> str:
                     f"{60 * len(mine) / wall:.1f} | {beyond:.2f} |"
                 )
     lines += stage_table(rows)
+    lines += overhead_table(rows)
     text = "\n".join(lines) + "\n"
     if markdown is not None:
         markdown.write_text(text, encoding="utf-8")
     return text
+
+
+NO_BUILD = ("other", "raises", "wrong")  # kinds with nothing for the build lane to build
+
+
+def overhead_table(rows: list[dict]) -> list[str]:
+    """The harness seconds beyond the timed trials with each problem's reference timing set
+    apart (rows that have stages): the reference is timed once per problem and device, and
+    stored, so a candidate's own overhead is its wall beyond its trials less that stage."""
+    staged = [r for r in rows if r.get("stages_s")]
+    if not staged:
+        return []
+    lines = [
+        "",
+        "| evaluator | candidates | n | median harness s beyond the timed trials | "
+        "the same, the problem's one-time reference timing aside | problems | "
+        "median reference timing s per problem |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label in sorted({r["label"] for r in staged}):
+        mine = [r for r in staged if r["label"] == label]
+        by_problem: dict[str, float] = {}
+        for r in mine:  # the first candidate of a problem waits for its reference timing
+            by_problem[r["problem"]] = by_problem.get(r["problem"], 0.0) + _stage(r, "reference")
+        per_problem = statistics.median(by_problem.values())
+        for group, kinds in (("no build", NO_BUILD), ("all", None)):
+            chosen = [r for r in mine if kinds is None or r["kind"] in kinds]
+            if not chosen:
+                continue
+            beyond = [r["wall_s"] - r["candidate_trials_s"] for r in chosen]
+            aside = [b - _stage(r, "reference") for b, r in zip(beyond, chosen, strict=True)]
+            lines.append(
+                f"| {label} | {group} | {len(chosen)} | {statistics.median(beyond):.2f} | "
+                f"{statistics.median(aside):.2f} | {len(by_problem)} | {per_problem:.2f} |"
+            )
+    return lines
 
 
 def stage_table(rows: list[dict]) -> list[str]:

@@ -78,6 +78,24 @@ def test_the_stage_table_shows_medians_by_kind_with_what_no_stage_holds(tmp_path
     assert text.count("| old | triton |") == 1
 
 
+def test_the_overhead_table_sets_each_problems_one_time_reference_timing_apart(
+    tmp_path: Path,
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    spec = [("a", "other", 2.0), ("a", "wrong", 0.0), ("b", "triton", 3.0), ("b", "other", 0.0)]
+    lines = [
+        {"label": "new", "index": index, "problem": problem, "kind": kind, "correct": True,
+         "wall_s": 1.5 + reference, "candidate_trials_s": 0.5, "evaluate_s": 1.5 + reference,
+         "stages_s": {"reference": reference, "start": 0.2}}
+        for index, (problem, kind, reference) in enumerate(spec)
+    ]  # fmt: skip
+    rows.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    text = throughput.report(rows, None)
+    # no build: beyond 3.0, 1.0, 1.0 (median 1.0); aside 1.0 each; references 2.0 and 3.0
+    assert "| new | no build | 3 | 1.00 | 1.00 | 2 | 2.50 |" in text
+    assert "| new | all | 4 | 2.00 | 1.00 | 2 | 2.50 |" in text
+
+
 def test_the_wrong_candidate_is_wrong_however_large_the_outputs() -> None:
     """A shift of 1.0 alone sat within tolerance of L1/4's outputs (about 2.6e5)."""
     import torch
@@ -103,5 +121,6 @@ def test_the_committed_session34_tables_are_its_rows() -> None:
         "| new | 46 | 182.9 | 15.1 | 2.64 | 2.45 | 88.4 (16) |",
         "| old | 16 | 151.4 | 6.3 | 7.55 | 7.36 | 151.4 (16) |",
         "| new | other | 15 | 15 | 2.02 | 19.0 | 1.94 |",
+        "| new | no build | 23 | 1.71 | 1.32 | 22 | 1.05 |",
     ):
         assert line in text and line in page
