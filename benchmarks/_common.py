@@ -75,6 +75,22 @@ def made_by_an_older_evaluator(row: dict) -> bool:
     return isinstance(result, dict) and result.get("evaluator_version") != EVALUATOR_VERSION
 
 
+def stored_verdicts(store: Any) -> set[tuple[str, str, str | None]]:
+    """(problem hash, candidate hash, evaluator version) of every verdict ``store`` holds."""
+    return {(row[1], row[2], row[5].get("evaluator_version")) for row in store.iter_evaluations()}
+
+
+def verdict_stored(row: dict, stored: set[tuple[str, str, str | None]]) -> bool:
+    """Whether the verdict a sweep row reports is in the store (and so in the export that a
+    later slot resumes from): the row of a run killed between a verdict and its export does
+    not count as done. A row without a verdict needs none."""
+    result = row.get("result")
+    if not isinstance(result, dict):
+        return True
+    key = (row["problem_hash"], row["candidate_hash"], result.get("evaluator_version"))
+    return key in stored
+
+
 def resume_from(paths: list[Path], store: Any, log: logging.Logger) -> None:
     """Load each evaluations export of ``paths`` that exists into ``store``; a file that is
     not one ends the script with one error line (exit 2)."""

@@ -22,8 +22,9 @@ those verdicts anywhere with ``--evaluations``.
 Resumable: ``--resume-from`` imports an earlier ``--export`` first (its verdicts are reused,
 from the store, without judging again), one JSONL row per candidate is appended as it is
 judged, and the export is rewritten after every problem, so a run cut by its slot keeps what
-finished; ``--deadline-s`` stops between candidates. A candidate with a row is not judged
-again (its verdict, made by an earlier evaluator version, stays in the export), except where
+finished; ``--deadline-s`` stops between candidates. A candidate with a row whose verdict the
+store holds (a run killed before its export left rows without one) is not judged again (its
+verdict, made by an earlier evaluator version, stays in the export), except where
 ``--rejudge TEXT`` names its failure (the rows of a verdict a fix changed) or, with
 ``--rejudge-older``, where an older evaluator version made its verdict: the rebuild of the
 results pages after a new version, resumable the same way (a row judged again has a newer
@@ -50,7 +51,9 @@ from _common import (
     read_jsonl,
     resume_from,
     run_main,
+    stored_verdicts,
     verdict_fields,
+    verdict_stored,
     verdict_text,
 )
 
@@ -248,10 +251,10 @@ def _sweep(
     finished, stopping between candidates at the deadline."""
     meta: dict[str, tuple[str, str, Candidate, Problem]] = {}
     left: dict[str, int] = {}
-    stored = {row[2] for row in store.iter_evaluations()}  # candidates with a verdict here
+    stored = stored_verdicts(store)
     for custom_id, name, candidate, problem in entries:
         row = done.get(custom_id)
-        kept = row is not None and (row.get("result") is None or row["candidate_hash"] in stored)
+        kept = row is not None and verdict_stored(row, stored)
         if kept and not _rejudged(row, args.rejudge, args.rejudge_older):
             continue
         if not candidate.usable:

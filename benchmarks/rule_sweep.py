@@ -11,8 +11,9 @@ oracle: the best candidate per problem.
         --store $OUT/sweep0.sqlite --rows $OUT/sweep0.jsonl --deadline-s 540 --claims /tmp/claims
 
 Resumable: evaluations are cached in the store (a rerun on the same store skips them) and one
-JSONL row per evaluation is appended as it finishes; a row whose verdict an older evaluator
-version made does not count as done, so a rerun after a new version judges it again (the
+JSONL row per evaluation is appended as it finishes; a row whose verdict is not in the store
+(nor in an export resumed from: a run killed before its export) or was made by an older
+evaluator version does not count as done, so a rerun after a new version judges it again (the
 rebuild of the results pages). ``--export`` writes the store's evaluations (the newest of each)
 after every problem, and ``--resume-from`` loads such exports first: a sweep spread over
 device slots whose stores do not outlive them carries its verdicts on in the export.
@@ -39,7 +40,9 @@ from _common import (
     read_jsonl,
     resume_from,
     run_main,
+    stored_verdicts,
     verdict_fields,
+    verdict_stored,
     verdict_text,
 )
 
@@ -131,14 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     config = sweep_config(args.device)
     context = sweep_context(config, args.device_name)
     rows = Path(args.rows)
-    done = {
-        (r["problem_hash"], r["transformation"])
-        for r in read_jsonl(rows)
-        if not made_by_an_older_evaluator(r)
-    }
-    log.info("%d problems, %d evaluations already done", len(problems), len(done))
     with Store(args.store) as store:
         resume_from(args.resume_from, store, log)
+        stored = stored_verdicts(store)
+        done = {
+            (r["problem_hash"], r["transformation"])
+            for r in read_jsonl(rows)
+            if not made_by_an_older_evaluator(r) and verdict_stored(r, stored)
+        }
+        log.info("%d problems, %d evaluations already done", len(problems), len(done))
         sweep = _Sweep(rewriter, context, config, store, rows, started, args.deadline_s)
         for number, problem in enumerate(problems, 1):
             if not _claim(claims, problem):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -91,7 +92,20 @@ def export_evaluations(
 
     ``latest_only`` leaves out evaluations superseded by a newer one of the same candidate,
     problem, device and configuration (a re-measurement): the ones a replay would not use.
+    The file is written beside ``path`` and then renamed onto it, so a run killed while
+    exporting leaves the previous export whole.
     """
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        count = _write_export(store, partial, device, latest_only)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return count
+
+
+def _write_export(store: Store, path: Path, device: str | None, latest_only: bool) -> int:
     evaluations = list(store.iter_evaluations(device))
     if latest_only:  # rows come oldest first: the last one of each (problem, candidate,
         # device, config) wins

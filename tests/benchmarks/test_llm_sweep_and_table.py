@@ -47,6 +47,25 @@ def test_every_committed_request_is_rebuilt_and_every_reply_is_a_candidate(tmp_p
     assert "40 problems, 240 candidates usable, 0 judged already" in caplog.text
 
 
+def test_a_row_counts_as_judged_only_while_the_store_holds_its_verdict(tmp_path, caplog):
+    """A run killed between verdicts and the export a later slot resumes from leaves rows
+    whose verdicts no store holds: those candidates are judged again, no others. Here the
+    last row claims this evaluator's verdict, and the export holds an older one."""
+    lines = gzip.decompress(ROWS.read_bytes()).decode().splitlines()
+    last = json.loads(lines[-1])
+    last["result"]["evaluator_version"] = EVALUATOR_VERSION
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
+    for folder, resumed, left in (("resumed", [str(EVALUATIONS)], 1), ("bare", [], 240)):
+        (tmp_path / folder).mkdir()
+        args = _sweep_args(tmp_path / folder)
+        args[args.index("--rows") + 1] = str(rows)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="llm_sweep"):
+            assert llm_sweep.main([*args, "--dry-run", "--resume-from", *resumed]) == 0
+        assert f"{left} candidates to judge" in caplog.text
+
+
 def test_requests_exported_with_other_recordings_are_not_rebuilt() -> None:
     """The profile's cost line holds the start-up recorded on the device, a median over the
     recordings loaded: the 30 problems exported with the first file alone read otherwise

@@ -47,6 +47,13 @@ def test_sweep_evaluates_every_reachable_candidate_once_and_resumes(tmp_path: Pa
     assert again.returncode == 0
     assert len(rows_path.read_text().splitlines()) == len(rows)
     assert f"{len(rows)} evaluations already done" in again.stderr
+    # Rows whose verdicts neither the store nor an export holds (a run killed between its
+    # verdicts and its export) are not done: a bare store would judge them all again.
+    bare_store = ("--device", "cpu", "--store", str(tmp_path / "bare.sqlite"), "--rows")
+    bare = _run("rule_sweep.py", str(problems), *bare_store, str(rows_path), "--deadline-s", "1")
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    assert "0 evaluations already done" in bare.stderr
+    assert len(rows_path.read_text().splitlines()) == len(rows)  # the deadline judged none
 
     # A row whose verdict an older evaluator made is not done: a sweep on another slot's
     # fresh store, resumed from the export, takes that verdict again from the export (this

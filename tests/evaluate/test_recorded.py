@@ -98,6 +98,27 @@ def test_export_latest_only_leaves_out_superseded_evaluations(
         assert versions == {"9.9.9"}
 
 
+def test_an_export_cut_short_leaves_the_previous_one_whole(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot killed while exporting must not truncate the export a later slot resumes from."""
+    export = tmp_path / "evals.jsonl.gz"
+    with Store(recorded) as store:
+        assert export_evaluations(store, export) == 2
+        before = export.read_bytes()
+
+        def cut(*args: object) -> None:
+            raise KeyboardInterrupt  # as a kill in the middle of writing would leave it
+
+        monkeypatch.setattr(store, "iter_baselines", cut)
+        with pytest.raises(KeyboardInterrupt):
+            export_evaluations(store, export)
+    assert export.read_bytes() == before
+    assert [path.name for path in tmp_path.iterdir()] == [export.name]  # no partial file left
+    with Store(tmp_path / "b.sqlite") as store:
+        assert import_evaluations(export, store).evaluations == 2
+
+
 def test_replay_returns_the_recorded_result_whatever_the_torch_version(
     recorded: Path, problem: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
