@@ -138,11 +138,11 @@ pages() {
     echo "not every verdict is this evaluator's yet: run the device modes again (or FORCE=1)"
     return 1
   fi
-  local card
-  card=$(cat "$PREV/card.txt" 2>/dev/null)
-  if [[ "$card" != *H200* ]]; then  # rewriter_table, learning_table, llm_learning: H200 labels
+  local judged_on
+  judged_on=$(cat "$PREV/card.txt" 2>/dev/null)
+  if [[ "$judged_on" != *H200* ]]; then  # rewriter_table, learning_table, llm_learning: H200
     echo "rebuild_results: the page scripts read H200 verdicts only, and $PREV's were made" \
-      "on ${card:-an unnamed machine}" >&2
+      "on ${judged_on:-an unnamed machine}" >&2
     return 2
   fi
   set -e
