@@ -109,3 +109,42 @@ def test_network_use_is_flagged_and_blocked_in_the_sandbox(
         assert _connected(server) is reaches_the_listener
     assert result.correct, result.failure_message
     assert any(f.name == "network_access" for f in result.findings)
+
+
+@needs_bwrap
+def test_sandboxed_candidates_read_bytecode_that_only_trusted_code_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox shows the candidates' bytecode folder read-only; a trusted process (the
+    evaluator's, importing no candidate code) fills it, and a sandboxed interpreter then
+    loads its modules from there rather than compiling them."""
+    import sys
+    import tempfile
+
+    from autoprofiler.evaluate import runner
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the user's folder: this test's
+    monkeypatch.setattr(runner, "SANDBOX_BYTECODE_MODULES", ("autoprofiler.evaluate.sandbox",))
+    monkeypatch.setattr(runner, "_FILLERS", {})
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    env, roots = runner.worker_env(tmp_path / "work", SANDBOXED)
+    folder = Path(env["PYTHONPYCACHEPREFIX"])
+    assert folder.parent == tmp_path and str(folder) in roots
+    filler = runner._FILLERS[str(folder)]
+    assert filler.wait(timeout=120) == 0
+    source = Path(runner.__file__).with_name("sandbox.py").resolve()
+    kept = (
+        folder
+        / source.parent.relative_to(source.anchor)
+        / (f"sandbox.{sys.implementation.cache_tag}.pyc")
+    )
+    assert kept.is_file()
+    assert runner.worker_env(tmp_path / "again", SANDBOXED)[0]["PYTHONPYCACHEPREFIX"] == str(folder)
+    assert {str(folder): filler} == runner._FILLERS  # filled once per process
+
+    boxed = subprocess.run(
+        [*sandbox_command("bwrap", tmp_path / "work"), sys.executable, "-v", "-c",
+         "import autoprofiler.evaluate.sandbox"],
+        env=env, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert f"code object from '{kept}'" in boxed.stderr
