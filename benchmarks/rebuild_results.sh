@@ -15,15 +15,19 @@
 # Each uses every GPU it sees (at most 4: the device returns 8 files), one process per GPU:
 # the rule sweep shares problems through claim files, the LLM sweep takes a shard each.
 # Resumable over device slots and sessions: copy what $OUT held into PREV (default
-# docs/results/data/rebuild, committed, so that a later session's checkout carries it to the
-# machine) before the next command; rows made by this evaluator version count as done, and
-# every export of PREV is loaded first. Every slot must run on the GPU model PREV's slots ran
-# on (card.txt; a different one is refused, MIXED_CARDS=1 allows it), so that one page's
-# verdicts come from one kind of GPU. LIMIT_S (default 540) is each sweep's deadline;
-# SELECT (rules) replaces the problems' selection, EXTRA adds arguments to each sweep (a CPU
-# try: SELECT= EXTRA='--device cpu'; EXTRA=--dry-run for llm).
+# docs/results/data/rebuild/CARD, the machine's GPU model in lower case and dashes, such as
+# nvidia-h200: committed, so that a later session's checkout carries it to the machine, and
+# one folder per model, so that a slot on whichever GPU is lent carries that model's rebuild
+# on) before the next command; rows whose verdicts this evaluator version made and PREV's
+# exports hold count as done, and every export of PREV is loaded first. Every slot of a PREV
+# must run on the GPU model its earlier slots ran on (card.txt; a different one is refused,
+# MIXED_CARDS=1 allows it), so that one page's verdicts come from one kind of GPU. LIMIT_S
+# (default 540) is each sweep's deadline; SELECT (rules) replaces the problems' selection,
+# EXTRA adds arguments to each sweep (a CPU try: SELECT= EXTRA='--device cpu'; EXTRA=--dry-run
+# for llm).
 #
-# Then, on any machine, once no row is left to judge again (this mode says so and stops
+# Then, on any machine, once every verdict behind the pages (the committed exports) has one
+# of this evaluator version in PREV's exports (this mode counts those left and stops
 # otherwise, unless FORCE=1):
 #
 #   KB=path/to/kernelbench/problems.jsonl bash benchmarks/rebuild_results.sh pages
@@ -33,10 +37,11 @@
 #   reproduction.md's fixed-configuration study and the two HTML reports. The LLM-proposer
 #   study of reproduction.md is not remade: its recorded proposer replies answered prompts
 #   that quote the old scores. The page scripts look verdicts up under the H200's labels
-#   (their DEVICE constants), so this mode refuses slots judged on another GPU model.
+#   (their DEVICE constants), so this mode reads docs/results/data/rebuild/nvidia-h200 unless
+#   PREV names another, and refuses slots judged on another GPU model.
 set -u
 mode=${1:?rules, llm or pages}
-PREV=${PREV:-docs/results/data/rebuild}
+REBUILDS=docs/results/data/rebuild
 LIMIT_S=${LIMIT_S:-540}
 DATA=docs/results/data
 IDS="1 23 40 63 33 41 53 73 4 8 12 16 20 27 30 36 44 48 57 60 66 69 77 80 84 87 90 94 97 13 18 25"
@@ -52,6 +57,10 @@ card() {  # the GPU model this machine judges on ("cpu" without one)
   local name
   name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   echo "${name:-cpu}"
+}
+
+slug() {  # a GPU model as a folder name: "NVIDIA H200" -> nvidia-h200
+  tr '[:upper:]' '[:lower:]' <<< "$1" | sed -E 's/[^a-z0-9]+/-/g; s/^-//; s/-$//'
 }
 
 same_card() {  # this machine's GPU is the one PREV's slots ran on (or PREV has none yet)
@@ -74,7 +83,7 @@ sweep() {  # mode, rows seeds...: one sweep process per GPU, logs prefixed, all 
   n=$(gpus)
   { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-    nproc; echo "gpus used: $n"; } > "$OUT/env.txt" 2>&1
+    nproc; echo "gpus used: $n"; echo "resumed from: $PREV"; } > "$OUT/env.txt" 2>&1
   : > "$OUT/${name}_rows.jsonl"
   for seed in "$@"; do  # the rows so far: PREV's are cumulative, so the last one given wins
     [ -s "$seed" ] && zcat -f "$seed" > "$OUT/${name}_rows.jsonl"
@@ -116,24 +125,27 @@ llm_command() {  # gpu, gpus, exports to resume from...: sets command
     --resume-from $DATA/llm_evaluations.jsonl.gz "$@")
 }
 
-left_to_judge() {  # rows file, transformation or configuration field: stale keys left
-  python3 - "$1" "$2" <<'EOF'
-import sys
-sys.path.insert(0, "benchmarks")
-from pathlib import Path
-from _common import made_by_an_older_evaluator, read_jsonl
-last = {}
-for row in read_jsonl(Path(sys.argv[1])):
-    last[(row["problem_hash"], row[sys.argv[2]])] = row
-print(sum(made_by_an_older_evaluator(row) for row in last.values()) if last else "no rows")
+left_to_judge() {  # the pages' export, then PREV's exports: its verdicts with no newer one
+  python3 - "$@" <<'EOF'
+import gzip, json, os, sys
+from autoprofiler.evaluate.config import EVALUATOR_VERSION
+def verdicts(path):  # (problem hash, candidate hash, evaluator version) of each evaluation
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for row in map(json.loads, lines):
+            if "evaluation" in row:
+                version = row["result"].get("evaluator_version")
+                yield row["problem_hash"], row["candidate_hash"], version
+slots = [path for path in sys.argv[2:] if os.path.exists(path)]  # a glob that matched none
+done = {(p, c) for path in slots for p, c, v in verdicts(path) if v == EVALUATOR_VERSION}
+print(sum((p, c) not in done for p, c, _ in verdicts(sys.argv[1])) if slots else "all")
 EOF
 }
 
 pages() {
   local rules llm
-  rules=$(left_to_judge "$PREV/rules_rows.jsonl" transformation)
-  llm=$(left_to_judge "$PREV/llm_rows.jsonl" configuration)
-  echo "rows left to judge again: rules $rules, llm $llm"
+  rules=$(left_to_judge $DATA/kernelbench_h200_evaluations.jsonl.gz "$PREV"/rules-*.jsonl.gz)
+  llm=$(left_to_judge $DATA/llm_evaluations.jsonl.gz "$PREV"/llm-*.jsonl.gz)
+  echo "verdicts left to judge again: rules $rules, llm $llm"
   if [ "$rules $llm" != "0 0" ] && [ "${FORCE:-0}" != 1 ]; then
     echo "not every verdict is this evaluator's yet: run the device modes again (or FORCE=1)"
     return 1
@@ -180,6 +192,10 @@ pages() {
     --figures docs/results/reproduction
 }
 
+case "$mode" in  # the pages read H200 verdicts (see pages)
+  rules | llm) PREV=${PREV:-$REBUILDS/$(slug "$(card)")} ;;
+  pages) PREV=${PREV:-$REBUILDS/nvidia-h200} ;;
+esac
 case "$mode" in
   rules) sweep rules "$PREV/rules_rows.jsonl" ;;
   llm) sweep llm $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl" ;;

@@ -55,11 +55,12 @@ def test_the_rule_sweep_resumes_from_the_last_slot_and_the_pages_wait(tmp_path: 
     assert (second / "rules_rows.jsonl").read_text().splitlines() == rows  # nothing judged
     assert (second / "rules-0.jsonl.gz").exists()  # the export carried on for the next slot
 
-    # The LLM rows of this slot are missing: the pages are not remade, and nothing is written.
+    # None of the pages' verdicts is this slot's, and it has no LLM export: the pages are not
+    # remade, and nothing is written.
     before = {p: p.read_bytes() for p in (ROOT / "docs" / "results" / "data").glob("*.gz")}
     pages = _rebuild("pages", PREV=str(second), KB=str(problems))
     assert pages.returncode == 1
-    assert "rows left to judge again: rules 0, llm no rows" in pages.stdout
+    assert "verdicts left to judge again: rules 185, llm all" in pages.stdout
     assert {p: p.read_bytes() for p in before} == before
 
 
@@ -90,3 +91,28 @@ def test_the_pages_are_not_remade_from_verdicts_of_another_gpu_model(tmp_path: P
     assert pages.returncode == 2
     assert pages.stderr.count("\n") == 1 and "made on NVIDIA Imaginary GPU" in pages.stderr
     assert {p: p.read_bytes() for p in before} == before
+
+
+def test_each_gpu_model_carries_a_rebuild_of_its_own_and_the_pages_read_the_h200s(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PREV"}
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "llm"], capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**env, "EXTRA": "--dry-run", "OUT": str(tmp_path)}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # no GPU here: this machine's folder is "cpu", which no slot has filled
+    assert "resumed from: docs/results/data/rebuild/cpu" in (tmp_path / "env.txt").read_text()
+    assert "resumed 240 evaluations" in (tmp_path / "llm.log").read_text()
+    pages = subprocess.run(
+        ["bash", str(SCRIPT), "pages"], capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**env, "KB": str(tmp_path)}, check=False,
+    )  # fmt: skip
+    committed = ROOT / "docs" / "results" / "data" / "rebuild" / "nvidia-h200"
+    assert (committed / "card.txt").read_text().strip() == "NVIDIA H200"
+    # The H200's first slot judged 35 of the 185 verdicts behind the rule pages (11 problems
+    # and part of a 12th), and no LLM slot has run: the pages wait (a slot committed later
+    # changes these counts).
+    assert pages.returncode == 1
+    assert "verdicts left to judge again: rules 150, llm all" in pages.stdout
