@@ -802,6 +802,7 @@ def _judge_candidate(
         stop_process(process)
     gone = time.perf_counter()
     report = _read_report(report_path)
+    comparing_s = freeing_s = 0.0
     try:
         if report is None:
             result = EvalResult(problem_hash=problem.content_hash, candidate_hash=candidate_hash)
@@ -816,13 +817,22 @@ def _judge_candidate(
                 room,
             )  # fmt: skip
             result = verdict.judge(report, exchange.timing_phase_s, exchange.asked)
+            comparing_s = verdict.comparing_s
     finally:
         if slab is not None:
+            freeing = time.perf_counter()
             reference.free_slab(slab.slab_id, config.run_timeout_s)
+            freeing_s = time.perf_counter() - freeing
         shutil.rmtree(output_dir, ignore_errors=True)
         with contextlib.suppress(OSError):
             log_path.replace(work_dir / "worker.log")  # the last run's log
-    result.stages_s = {**stage_seconds(exchange.marks, gone), "verdict": time.perf_counter() - gone}
+    rest = time.perf_counter() - gone - comparing_s - freeing_s
+    result.stages_s = {
+        **stage_seconds(exchange.marks, gone),
+        "comparison": comparing_s,  # the reference process judging the outputs
+        "slab_free": freeing_s,  # giving the output slab back
+        "verdict": rest,  # the report read, the timings judged, the outputs' folder removed
+    }
     return result, slab.size if slab is not None else 0
 
 

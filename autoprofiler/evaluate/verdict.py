@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import math
 import statistics
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -316,6 +317,15 @@ class Verdict:
         self.timings = timings
         self.seeds = seeds
         self.result = baseline_result(problem, candidate_hash, config, reference.device, timings)
+        self.comparing_s = 0.0  # spent in the reference process judging the outputs
+
+    def _compare(self, items: list[dict], slab_id: str | None = None) -> dict:
+        """The reference process's answers for ``items`` (its time added to ``comparing_s``)."""
+        began = time.perf_counter()
+        try:
+            return self.reference.judge(items, self._judge_limit(), slab_id)
+        finally:
+            self.comparing_s += time.perf_counter() - began
 
     def _timed_failure(self, answer: dict) -> FailureKind:
         """A timed call's wrong output: a cheat (its outputs are not what it computes when
@@ -353,7 +363,7 @@ class Verdict:
         # The correctness trials were all handed over: judge them first, whatever came later.
         items = self._items(outputs, asked if failed_at is None else [], failed_at is None)
         try:
-            answers = self.reference.judge(items, self._judge_limit(), self.slab_id)
+            answers = self._compare(items, self.slab_id)
         except ReferenceError as exc:
             return self.fail(FailureKind.REFERENCE_ERROR, str(exc))
         wrong = self._judge_correctness(answers)
@@ -409,7 +419,7 @@ class Verdict:
             "other_shape": True,
         }
         try:
-            answer = self.reference.judge([item], self._judge_limit())["items"]["other_shape"]
+            answer = self._compare([item])["items"]["other_shape"]
         except ReferenceError:
             return True
         return answer.get("kind") != "skipped"

@@ -73,8 +73,10 @@ def test_the_wall_time_is_split_into_the_stages_the_runner_saw(scale_problem):
 
     result = evaluate(scale_problem, CORRECT, FAST)
     stages = result.stages_s
-    assert list(stages) == ["reference", *STAGE_FROM_MARK.values(), "verdict"]
+    after = ["comparison", "slab_free", "verdict"]
+    assert list(stages) == ["reference", *STAGE_FROM_MARK.values(), *after]
     assert all(seconds >= 0 for seconds in stages.values())
+    assert stages["comparison"] > 0 and stages["slab_free"] == 0.0  # no slab on a CPU
     assert sum(stages.values()) <= result.wall_s
     assert result.wall_s - sum(stages.values()) < 0.5  # little goes unaccounted for
     # the timing stage is the timing phase the runner timed itself
