@@ -193,8 +193,34 @@ def all_candidates(count: int, kernelbench: Path | None) -> list[tuple[str, str,
     return chosen
 
 
-def report(rows_path: Path, markdown: Path | None) -> str:
-    rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+def sweep_rows(rows_path: Path, label: str) -> list[dict]:
+    """A sweep's rows (``rule_sweep.py``, ``llm_sweep.py``: one per verdict, in the order
+    judged) as this benchmark's, so that the same tables describe a sweep's evaluations: the
+    kind from the transformation (``llm_sweep``'s rows name theirs) or the reply."""
+    rows = []
+    for index, row in enumerate(read_rows(rows_path)):
+        result = row.get("result")
+        if not isinstance(result, dict):
+            continue  # a candidate that could not be written: nothing was judged
+        name = row.get("transformation") or row.get("kind") or "other"
+        kind = "triton" if "triton" in name else "compile" if "compile" in name else "other"
+        timed = result.get("candidate") or {}
+        rows.append({
+            "label": label, "index": index, "problem": row["problem"], "kind": kind,
+            "correct": bool(result.get("correct")), "wall_s": row["wall_s"],
+            "candidate_trials_s": (timed.get("trials") or 0) * (timed.get("mean_ms") or 0) / 1e3,
+            "evaluate_s": result.get("wall_s", row["wall_s"]),
+            "stages_s": result.get("stages_s") or None,
+        })  # fmt: skip
+    return rows
+
+
+def read_rows(rows_path: Path) -> list[dict]:
+    return [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+
+
+def report(rows_path: Path | list[dict], markdown: Path | None) -> str:
+    rows = rows_path if isinstance(rows_path, list) else read_rows(rows_path)
     first = {r["label"]: r["references_first_s"] for r in rows if "references_first_s" in r}
     rows = [r for r in rows if "index" in r]
     labels = sorted({r["label"] for r in rows})
@@ -342,10 +368,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="throughput_rows.jsonl")
     parser.add_argument("--deadline-s", type=float, default=0.0)
     parser.add_argument("--report", type=Path, help="summarize a rows file instead")
+    parser.add_argument(
+        "--sweep", action="store_true",
+        help="the --report file is a rule_sweep.py or llm_sweep.py rows file (--label names it)",
+    )  # fmt: skip
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     if args.report:
-        print(report(args.report, args.markdown), end="")
+        rows = sweep_rows(args.report, args.label) if args.sweep else args.report
+        print(report(rows, args.markdown), end="")
         return 0
     return measure(args)
 

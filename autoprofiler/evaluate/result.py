@@ -85,8 +85,9 @@ class EvalResult:
     timed_outputs_checked: int = 0
     timing_phase_s: float | None = None  # the candidate's timing phase, by the trusted clock
     settings: dict[str, str] = field(default_factory=dict)  # what the candidate was timed under
-    # Where the wall time went, by the trusted clock: the reference's timings (or their lookup)
-    # and each stage of the candidate's run (runner.STAGE_FROM_MARK), then, once it is gone,
+    # Where the wall time went, by the trusted clock: the reference's timings (or their lookup),
+    # "slab_offer" (the output slab set up), each stage of the candidate's run
+    # (runner.STAGE_FROM_MARK), then, once it is gone,
     # "comparison" (the reference process judging its outputs), "slab_free" and "verdict"
     # (the rest; before session 35 "verdict" held all three).
     stages_s: dict[str, float] = field(default_factory=dict)

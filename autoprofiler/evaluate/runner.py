@@ -753,8 +753,10 @@ def _judge_candidate(
     run_id = f"{os.getpid()}-{time.monotonic_ns()}"  # runs of one candidate may overlap
     output_bytes = timings["eager"]["record"]["output_bytes"]
     slab = None
+    offering = time.perf_counter()
     if max_slab_bytes != 0:
         slab = _offer_slab(config, reference, output_bytes, max_slab_bytes)
+    offering_s = time.perf_counter() - offering
     host_bytes = host_output_bytes(config, output_bytes) if slab is None else slab.host_bytes
     try:
         root = _output_root(config, work_dir, host_bytes)
@@ -828,6 +830,7 @@ def _judge_candidate(
             log_path.replace(work_dir / "worker.log")  # the last run's log
     rest = time.perf_counter() - gone - comparing_s - freeing_s
     result.stages_s = {
+        "slab_offer": offering_s,  # the reference process setting the output slab up
         **stage_seconds(exchange.marks, gone),
         "comparison": comparing_s,  # the reference process judging the outputs
         "slab_free": freeing_s,  # giving the output slab back

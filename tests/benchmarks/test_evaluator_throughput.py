@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.benchmarks.conftest import ROOT, import_benchmark
 
 throughput = import_benchmark("evaluator_throughput")
@@ -94,6 +96,37 @@ def test_the_overhead_table_sets_each_problems_one_time_reference_timing_apart(
     # no build: beyond 3.0, 1.0, 1.0 (median 1.0); aside 1.0 each; references 2.0 and 3.0
     assert "| new | no build | 3 | 1.00 | 1.00 | 2 | 2.50 |" in text
     assert "| new | all | 4 | 2.00 | 1.00 | 2 | 2.50 |" in text
+
+
+def test_a_sweeps_rows_are_read_as_this_benchmarks(tmp_path: Path) -> None:
+    rows = tmp_path / "rules_rows.jsonl"
+    result = {"correct": True, "wall_s": 3.0, "candidate": {"trials": 10, "mean_ms": 20.0},
+              "stages_s": {"reference": 1.0, "start": 0.2}}  # fmt: skip
+    lines = [
+        {"problem": "L1/1", "transformation": "triton_row", "wall_s": 3.5, "result": result},
+        {"problem": "L1/1", "transformation": "bf16_autocast", "failure": "not reachable"},
+        {"problem": "L1/2", "transformation": "compile_tf32", "wall_s": 2.0,
+         "result": {**result, "correct": False, "candidate": None}},
+    ]  # fmt: skip
+    rows.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    read = throughput.sweep_rows(rows, "sweep")
+    assert [(r["kind"], r["correct"], r["index"]) for r in read] == [
+        ("triton", True, 0), ("compile", False, 2)
+    ]  # fmt: skip
+    assert read[0]["candidate_trials_s"] == pytest.approx(0.2) and read[0]["evaluate_s"] == 3.0
+    assert read[1]["candidate_trials_s"] == 0.0
+    assert "| sweep | triton | 1 | 1 | 3.50 |" in throughput.report(read, None)
+
+
+def test_the_committed_h200_rebuild_slot_is_the_pages_session35_table() -> None:
+    rows = ROOT / "docs" / "results" / "data" / "rebuild" / "nvidia-h200" / "rules_rows.jsonl"
+    text = throughput.report(throughput.sweep_rows(rows, "v9, H200 rules"), None)
+    page = (ROOT / "docs" / "results" / "evaluator_throughput.md").read_text()
+    for line in (
+        "| v9, H200 rules | 35 | 448.4 | 4.7 | 6.62 | 6.42 | 448.4 (35) |",
+        "| v9, H200 rules | no build | 12 | 6.29 | 1.88 | 12 | 4.79 |",
+    ):
+        assert line in text and line in page
 
 
 def test_the_wrong_candidate_is_wrong_however_large_the_outputs() -> None:

@@ -74,7 +74,7 @@ def test_the_wall_time_is_split_into_the_stages_the_runner_saw(scale_problem):
     result = evaluate(scale_problem, CORRECT, FAST)
     stages = result.stages_s
     after = ["comparison", "slab_free", "verdict"]
-    assert list(stages) == ["reference", *STAGE_FROM_MARK.values(), *after]
+    assert list(stages) == ["reference", "slab_offer", *STAGE_FROM_MARK.values(), *after]
     assert all(seconds >= 0 for seconds in stages.values())
     assert stages["comparison"] > 0 and stages["slab_free"] == 0.0  # no slab on a CPU
     assert sum(stages.values()) <= result.wall_s
