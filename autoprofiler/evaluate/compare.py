@@ -12,9 +12,16 @@ from autoprofiler.evaluate.config import EvalConfig
 FINGERPRINT_SAMPLES = 4096
 
 
-def compare_outputs(reference: list[Any], candidate: list[Any], config: EvalConfig) -> dict:
+CHUNK_ELEMENTS = 1 << 26  # compared a slice at a time: no temporaries the size of a GB output
+
+
+def compare_outputs(
+    reference: list[Any], candidate: list[Any], config: EvalConfig, chunk: int = CHUNK_ELEMENTS
+) -> dict:
     """``{max_abs_diff, mean_abs_diff, kind, message}``: ``kind`` is None when every output
-    matches within the tolerance, else ``wrong_shape`` or ``wrong_values``."""
+    matches within the tolerance (``torch.allclose``, NaN equal to NaN), else ``wrong_shape``
+    or ``wrong_values``. Each output is compared ``chunk`` elements at a time, the device
+    waited for once it is all queued."""
     verdict: dict[str, Any] = {"max_abs_diff": 0.0, "mean_abs_diff": 0.0, "kind": None}
     if len(reference) != len(candidate):
         message = f"{len(candidate)} outputs where the reference has {len(reference)}"
@@ -28,24 +35,47 @@ def compare_outputs(reference: list[Any], candidate: list[Any], config: EvalConf
             message = f"output {index} has shape {tuple(cand.shape)}, expected {tuple(ref.shape)}"
             return {**verdict, "kind": "wrong_shape", "message": message}
         atol, rtol = config.tolerance_for(str(ref.dtype).removeprefix("torch."))
-        work = torch.promote_types(ref.dtype, torch.float32)
-        ref_w = ref.detach().to(work)
-        cand_w = cand.detach().to(ref_w.device, work)
-        diff = (ref_w - cand_w).abs().nan_to_num(nan=float("inf"))
-        if diff.numel():
-            verdict["max_abs_diff"] = max(verdict["max_abs_diff"], float(diff.max()))
-            verdict["mean_abs_diff"] = max(verdict["mean_abs_diff"], float(diff.double().mean()))
+        found = _compared(ref.detach(), cand.detach(), atol, rtol, chunk)
+        if ref.numel():
+            verdict["max_abs_diff"] = max(verdict["max_abs_diff"], found["max"])
+            verdict["mean_abs_diff"] = max(verdict["mean_abs_diff"], found["sum"] / ref.numel())
         if verdict["kind"] is not None:
             continue
-        if not bool(torch.isfinite(cand_w).all()) and bool(torch.isfinite(ref_w).all()):
+        if found["ref_finite"] and not found["cand_finite"]:
             verdict["kind"] = "wrong_values"
             verdict["message"] = f"output {index} has NaN or inf where the reference is finite"
-        elif not torch.allclose(cand_w, ref_w, atol=atol, rtol=rtol, equal_nan=True):
+        elif not found["close"]:
             verdict["kind"] = "wrong_values"
             verdict["message"] = (
-                f"output {index} differs: max abs diff {float(diff.max()):.3g} (atol=rtol={atol:g})"
+                f"output {index} differs: max abs diff {found['max']:.3g} (atol=rtol={atol:g})"
             )
     return verdict
+
+
+def _compared(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float, chunk: int):
+    """Over the elements of one output pair, in the float type both promote to (at least
+    float32), on ``ref``'s device: the largest and the float64 sum of the absolute differences
+    (NaN counting as inf), whether each side is finite throughout, and whether they are close.
+    The device is waited for only at the end."""
+    work = torch.promote_types(ref.dtype, torch.float32)
+    flat_ref, flat_cand = ref.reshape(-1), cand.reshape(-1)
+    device = ref.device
+    largest = torch.zeros((), dtype=torch.float64, device=device)
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    flags = torch.ones(3, dtype=torch.bool, device=device)  # ref finite, cand finite, close
+    for start in range(0, flat_ref.numel(), chunk):
+        r = flat_ref[start : start + chunk].to(work)
+        c = flat_cand[start : start + chunk].to(device, work)
+        diff = (r - c).abs_().nan_to_num_(nan=float("inf"))
+        largest = torch.maximum(largest, diff.max().double())
+        total += diff.sum(dtype=torch.float64)
+        flags &= torch.stack((
+            torch.isfinite(r).all(), torch.isfinite(c).all(),
+            torch.isclose(c, r, rtol=rtol, atol=atol, equal_nan=True).all(),
+        ))  # fmt: skip
+    ref_finite, cand_finite, close = flags.tolist()
+    return {"max": float(largest), "sum": float(total), "ref_finite": ref_finite,
+            "cand_finite": cand_finite, "close": close}  # fmt: skip
 
 
 def fingerprint(leaves: list[Any]) -> list[tuple[Any, ...] | None]:
