@@ -26,6 +26,11 @@
 # EXTRA adds arguments to each sweep (a CPU try: SELECT= EXTRA='--device cpu'; EXTRA=--dry-run
 # for llm).
 #
+# After each device command, on this machine, keep what came back (the slot's rows and exports
+# replace PREV's, its log is appended; PREV by the slot's card.txt unless given):
+#
+#   bash benchmarks/rebuild_results.sh keep FOLDER
+#
 # Then, on any machine, once every verdict behind the pages (the committed exports) has one
 # of this evaluator version in PREV's exports (this mode counts those left and stops
 # otherwise, unless FORCE=1):
@@ -40,7 +45,7 @@
 #   (their DEVICE constants), so this mode reads docs/results/data/rebuild/nvidia-h200 unless
 #   PREV names another, and refuses slots judged on another GPU model.
 set -u
-mode=${1:?rules, llm or pages}
+mode=${1:?rules, llm, keep or pages}
 REBUILDS=docs/results/data/rebuild
 LIMIT_S=${LIMIT_S:-540}
 DATA=docs/results/data
@@ -192,6 +197,36 @@ pages() {
     --figures docs/results/reproduction
 }
 
+keep() {  # slot folder: what a device command left in $OUT, into its GPU model's PREV
+  local slot=$1 judged_on there kind kept=""
+  judged_on=$(cat "$slot/card.txt" 2>/dev/null)
+  if [ -z "$judged_on" ]; then
+    echo "rebuild_results: $slot holds no card.txt: not a slot of this script" >&2
+    return 2
+  fi
+  PREV=${PREV:-$REBUILDS/$(slug "$judged_on")}
+  there=$(cat "$PREV/card.txt" 2>/dev/null)
+  if [ -n "$there" ] && [ "$there" != "$judged_on" ] && [ "${MIXED_CARDS:-0}" != 1 ]; then
+    echo "rebuild_results: $PREV was judged on $there, the slot in $slot on $judged_on" >&2
+    return 2
+  fi
+  mkdir -p "$PREV"
+  for kind in rules llm; do
+    [ -f "$slot/${kind}_rows.jsonl" ] || continue
+    # rows and exports are cumulative (each slot starts from PREV's): the slot's replace them
+    install -m 644 "$slot/${kind}_rows.jsonl" "$slot/${kind}"-*.jsonl.gz "$PREV/"
+    { echo "== slot kept $(date -u +%FT%TZ) from $slot"; cat "$slot/$kind.log" "$slot/env.txt"
+    } >> "$PREV/$kind.log" 2>/dev/null
+    kept="$kept $kind ($(wc -l < "$slot/${kind}_rows.jsonl") rows)"
+  done
+  if [ -z "$kept" ]; then
+    echo "rebuild_results: $slot holds no rows of a rules or llm slot" >&2
+    return 2
+  fi
+  echo "$judged_on" > "$PREV/card.txt"
+  echo "kept in $PREV:$kept"
+}
+
 case "$mode" in  # the pages read H200 verdicts (see pages)
   rules | llm) PREV=${PREV:-$REBUILDS/$(slug "$(card)")} ;;
   pages) PREV=${PREV:-$REBUILDS/nvidia-h200} ;;
@@ -200,5 +235,6 @@ case "$mode" in
   rules) sweep rules "$PREV/rules_rows.jsonl" ;;
   llm) sweep llm $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl" ;;
   pages) pages ;;
-  *) echo "unknown mode $mode: rules, llm or pages" >&2; exit 2 ;;
+  keep) keep "${2:?the folder that came back from a device command}" ;;
+  *) echo "unknown mode $mode: rules, llm, keep or pages" >&2; exit 2 ;;
 esac

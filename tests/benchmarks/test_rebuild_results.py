@@ -116,3 +116,38 @@ def test_each_gpu_model_carries_a_rebuild_of_its_own_and_the_pages_read_the_h200
     # changes these counts).
     assert pages.returncode == 1
     assert "verdicts left to judge again: rules 150, llm all" in pages.stdout
+
+
+def _keep(slot: Path, prev: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(SCRIPT), "keep", str(slot)], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PREV": str(prev)}, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_a_slot_is_kept_in_its_gpu_models_folder_and_another_models_is_refused(
+    tmp_path: Path,
+) -> None:
+    slot, prev = tmp_path / "slot", tmp_path / "prev"
+    slot.mkdir()
+    (slot / "card.txt").write_text("NVIDIA H200\n")
+    (slot / "rules-0.jsonl.gz").write_bytes(b"export")
+    (slot / "rules.log").write_text("the first slot\n")
+    (slot / "env.txt").write_text("NVIDIA H200, 580\n")
+    for rows in ('{"n": 1}\n', '{"n": 1}\n{"n": 2}\n'):  # a later slot's rows hold the earlier
+        (slot / "rules_rows.jsonl").write_text(rows)
+        kept = _keep(slot, prev)
+        assert kept.returncode == 0, kept.stderr
+    assert "rules (2 rows)" in kept.stdout
+    assert (prev / "rules_rows.jsonl").read_text() == '{"n": 1}\n{"n": 2}\n'
+    assert (prev / "rules-0.jsonl.gz").read_bytes() == b"export"
+    assert (prev / "card.txt").read_text().strip() == "NVIDIA H200"
+    assert (prev / "rules.log").read_text().count("the first slot") == 2  # appended, not lost
+
+    (slot / "card.txt").write_text("NVIDIA Imaginary GPU\n")
+    other = _keep(slot, prev)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1
+    assert "judged on NVIDIA H200" in other.stderr
+    (slot / "card.txt").unlink()
+    bare = _keep(slot, prev)
+    assert bare.returncode == 2 and "holds no card.txt" in bare.stderr
