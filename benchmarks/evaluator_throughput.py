@@ -219,8 +219,9 @@ def read_rows(rows_path: Path) -> list[dict]:
     return [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
 
 
-def report(rows_path: Path | list[dict], markdown: Path | None) -> str:
-    rows = rows_path if isinstance(rows_path, list) else read_rows(rows_path)
+def report(source: Path | list[dict], markdown: Path | None) -> str:
+    """The tables of a rows file (or of rows already read, such as ``sweep_rows``')."""
+    rows = source if isinstance(source, list) else read_rows(source)
     first = {r["label"]: r["references_first_s"] for r in rows if "references_first_s" in r}
     rows = [r for r in rows if "index" in r]
     labels = sorted({r["label"] for r in rows})
