@@ -39,13 +39,15 @@
 #
 # pages: merges the exports into the committed data files (the new verdict of a candidate
 #   wins) and remakes rewriter.md, learning.md, llm_rewriter.md (both tables),
-#   reproduction.md's fixed-configuration study and the two HTML reports. The LLM-proposer
+#   reproduction.md's fixed-configuration study and the two HTML reports, each markdown page
+#   stamped under its title with the evaluator version and card that judged it again (the
+#   stamp mode alone: bash benchmarks/rebuild_results.sh stamp PAGE...). The LLM-proposer
 #   study of reproduction.md is not remade: its recorded proposer replies answered prompts
 #   that quote the old scores. The page scripts look verdicts up under the H200's labels
 #   (their DEVICE constants), so this mode reads docs/results/data/rebuild/nvidia-h200 unless
 #   PREV names another, and refuses slots judged on another GPU model.
 set -u
-mode=${1:?rules, llm, keep or pages}
+mode=${1:?rules, llm, keep, pages or stamp}
 REBUILDS=docs/results/data/rebuild
 LIMIT_S=${LIMIT_S:-540}
 DATA=docs/results/data
@@ -174,8 +176,9 @@ pages() {
   gzip -c "$PREV/llm_rows.jsonl" > $DATA/llm_sweep_rows.jsonl.gz
   local recordings=(--recordings $DATA/kernelbench_h200.jsonl.gz)
   local evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
-  python3 benchmarks/rewriter_table.py "${recordings[@]}" "${evaluations[@]}" \
-    --markdown docs/results/rewriter.md --compare compile_max_autotune
+  local table=(python benchmarks/rewriter_table.py "${recordings[@]}" "${evaluations[@]}"
+    --markdown docs/results/rewriter.md --compare compile_max_autotune)
+  "${table[@]}" --command "${table[*]}"
   python3 benchmarks/learning_table.py "${recordings[@]}" "${evaluations[@]}" \
     --starts none SpeedOfLight basic --budget 30 --train 0.67 --rewriter rules \
     --markdown docs/results/learning.md
@@ -195,6 +198,24 @@ pages() {
     -o $DATA/reproduction_h200.json
   python3 -m autoprofiler report runs/h200-bench.sqlite -o docs/results/reproduction.html \
     --figures docs/results/reproduction
+  stamp docs/results/rewriter.md docs/results/learning.md docs/results/llm_rewriter.md \
+    docs/results/reproduction.md
+}
+
+stamp() {  # pages...: say under each title that its verdicts were judged again, by what
+  local version page line
+  version=$(python3 -c "from autoprofiler.evaluate.config import EVALUATOR_VERSION as v; print(v)")
+  [ -n "$version" ] || { echo "rebuild_results: no evaluator version to stamp" >&2; return 2; }
+  line="> Rebuilt $(date -u +%F): every verdict behind this page was judged again by evaluator"
+  line="$line v$version on the $(cat "$PREV/card.txt" 2>/dev/null || echo "unnamed machine")"
+  line="$line (\`benchmarks/rebuild_results.sh\`, slots in \`$PREV\`). Where the text below"
+  line="$line tells how the verdicts were made, it tells how the first ones were."
+  for page in "$@"; do
+    grep -q "^> Rebuilt " "$page" && sed -i '/^> Rebuilt /,+1d' "$page"  # the last rebuild's
+    sed -i "1a\\
+\\
+$line" "$page"
+  done
 }
 
 keep() {  # slot folder: what a device command left in $OUT, into its GPU model's PREV
@@ -229,12 +250,13 @@ keep() {  # slot folder: what a device command left in $OUT, into its GPU model'
 
 case "$mode" in  # the pages read H200 verdicts (see pages)
   rules | llm) PREV=${PREV:-$REBUILDS/$(slug "$(card)")} ;;
-  pages) PREV=${PREV:-$REBUILDS/nvidia-h200} ;;
+  pages | stamp) PREV=${PREV:-$REBUILDS/nvidia-h200} ;;
 esac
 case "$mode" in
   rules) sweep rules "$PREV/rules_rows.jsonl" ;;
   llm) sweep llm $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl" ;;
   pages) pages ;;
   keep) keep "${2:?the folder that came back from a device command}" ;;
-  *) echo "unknown mode $mode: rules, llm, keep or pages" >&2; exit 2 ;;
+  stamp) shift; stamp "$@" ;;
+  *) echo "unknown mode $mode: rules, llm, keep, pages or stamp" >&2; exit 2 ;;
 esac

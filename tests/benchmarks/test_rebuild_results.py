@@ -151,3 +151,26 @@ def test_a_slot_is_kept_in_its_gpu_models_folder_and_another_models_is_refused(
     (slot / "card.txt").unlink()
     bare = _keep(slot, prev)
     assert bare.returncode == 2 and "holds no card.txt" in bare.stderr
+
+
+def test_a_remade_page_says_under_its_title_which_evaluator_judged_its_verdicts_again(
+    tmp_path: Path,
+) -> None:
+    from autoprofiler.evaluate.config import EVALUATOR_VERSION
+
+    page, prev = tmp_path / "page.md", tmp_path / "prev"
+    prev.mkdir()
+    (prev / "card.txt").write_text("NVIDIA H200\n")
+    page.write_text("# A results page\n\nIts text.\n")
+    for _ in range(2):  # a second rebuild's stamp replaces the first's
+        stamped = subprocess.run(
+            ["bash", str(SCRIPT), "stamp", str(page)], capture_output=True, text=True,
+            cwd=ROOT, env={**os.environ, "PREV": str(prev)}, timeout=120, check=False,
+        )  # fmt: skip
+        assert stamped.returncode == 0, stamped.stderr
+    lines = page.read_text().splitlines()
+    assert lines[0] == "# A results page" and lines[-1] == "Its text."
+    stamps = [line for line in lines if line.startswith("> Rebuilt ")]
+    assert len(stamps) == 1
+    assert f"evaluator v{EVALUATOR_VERSION} on the NVIDIA H200" in stamps[0]
+    assert str(prev) in stamps[0]
