@@ -203,7 +203,7 @@ def sweep_rows(rows_path: Path, label: str) -> list[dict]:
         if not isinstance(result, dict):
             continue  # a candidate that could not be written: nothing was judged
         name = row.get("transformation") or row.get("kind") or "other"
-        kind = "triton" if "triton" in name else "compile" if "compile" in name else "other"
+        kind = next((k for k in ("load_inline", "triton", "compile") if k in name), "other")
         timed = result.get("candidate") or {}
         rows.append({
             "label": label, "index": index, "problem": row["problem"], "kind": kind,

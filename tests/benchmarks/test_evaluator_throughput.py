@@ -107,11 +107,12 @@ def test_a_sweeps_rows_are_read_as_this_benchmarks(tmp_path: Path) -> None:
         {"problem": "L1/1", "transformation": "bf16_autocast", "failure": "not reachable"},
         {"problem": "L1/2", "transformation": "compile_tf32", "wall_s": 2.0,
          "result": {**result, "correct": False, "candidate": None}},
+        {"problem": "L1/2", "kind": "load_inline", "wall_s": 9.0, "result": result},  # llm_sweep
     ]  # fmt: skip
     rows.write_text("".join(json.dumps(line) + "\n" for line in lines))
     read = throughput.sweep_rows(rows, "sweep")
     assert [(r["kind"], r["correct"], r["index"]) for r in read] == [
-        ("triton", True, 0), ("compile", False, 2)
+        ("triton", True, 0), ("compile", False, 2), ("load_inline", True, 3)
     ]  # fmt: skip
     assert read[0]["candidate_trials_s"] == pytest.approx(0.2) and read[0]["evaluate_s"] == 3.0
     assert read[1]["candidate_trials_s"] == 0.0
