@@ -21,9 +21,9 @@ SCRIPT = ROOT / "benchmarks" / "rebuild_results.sh"
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
-def _rebuild(mode: str, **env: str) -> subprocess.CompletedProcess:
+def _rebuild(mode: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(SCRIPT), mode],
+        ["bash", str(SCRIPT), mode, *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -118,13 +118,6 @@ def test_each_gpu_model_carries_a_rebuild_of_its_own_and_the_pages_read_the_h200
     assert "verdicts left to judge again: rules 150, llm all" in pages.stdout
 
 
-def _keep(slot: Path, prev: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(SCRIPT), "keep", str(slot)], capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "PREV": str(prev)}, timeout=60, check=False,
-    )  # fmt: skip
-
-
 def test_a_slot_is_kept_in_its_gpu_models_folder_and_another_models_is_refused(
     tmp_path: Path,
 ) -> None:
@@ -136,7 +129,7 @@ def test_a_slot_is_kept_in_its_gpu_models_folder_and_another_models_is_refused(
     (slot / "env.txt").write_text("NVIDIA H200, 580\n")
     for rows in ('{"n": 1}\n', '{"n": 1}\n{"n": 2}\n'):  # a later slot's rows hold the earlier
         (slot / "rules_rows.jsonl").write_text(rows)
-        kept = _keep(slot, prev)
+        kept = _rebuild("keep", str(slot), PREV=str(prev))
         assert kept.returncode == 0, kept.stderr
     assert "rules (2 rows)" in kept.stdout
     assert (prev / "rules_rows.jsonl").read_text() == '{"n": 1}\n{"n": 2}\n'
@@ -145,11 +138,11 @@ def test_a_slot_is_kept_in_its_gpu_models_folder_and_another_models_is_refused(
     assert (prev / "rules.log").read_text().count("the first slot") == 2  # appended, not lost
 
     (slot / "card.txt").write_text("NVIDIA Imaginary GPU\n")
-    other = _keep(slot, prev)
+    other = _rebuild("keep", str(slot), PREV=str(prev))
     assert other.returncode == 2 and other.stderr.count("\n") == 1
     assert "judged on NVIDIA H200" in other.stderr
     (slot / "card.txt").unlink()
-    bare = _keep(slot, prev)
+    bare = _rebuild("keep", str(slot), PREV=str(prev))
     assert bare.returncode == 2 and "holds no card.txt" in bare.stderr
 
 
@@ -163,10 +156,7 @@ def test_a_remade_page_says_under_its_title_which_evaluator_judged_its_verdicts_
     (prev / "card.txt").write_text("NVIDIA H200\n")
     page.write_text("# A results page\n\nIts text.\n")
     for _ in range(2):  # a second rebuild's stamp replaces the first's
-        stamped = subprocess.run(
-            ["bash", str(SCRIPT), "stamp", str(page)], capture_output=True, text=True,
-            cwd=ROOT, env={**os.environ, "PREV": str(prev)}, timeout=120, check=False,
-        )  # fmt: skip
+        stamped = _rebuild("stamp", str(page), PREV=str(prev))
         assert stamped.returncode == 0, stamped.stderr
     lines = page.read_text().splitlines()
     assert lines[0] == "# A results page" and lines[-1] == "Its text."
