@@ -467,6 +467,7 @@ def _ours(problem: Any, source: str) -> dict:
         "wall_s": result.wall_s,
         "unstable": list(getattr(result, "unstable", []) or []),
         "evaluator_version": getattr(result, "evaluator_version", ""),
+        "stages_s": dict(getattr(result, "stages_s", None) or {}),  # where its wall went
     }
 
 

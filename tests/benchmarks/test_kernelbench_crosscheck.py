@@ -307,3 +307,18 @@ def test_compile_caches_are_shared_unless_the_caller_chose(
     assert chosen == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
     assert os.environ["TRITON_CACHE_DIR"] == "/chosen/triton"
+
+
+def test_the_committed_v9_h100_rows_are_the_pages_table(crosscheck) -> None:
+    """Sessions 35-36 on an H100: every one of the 30 pairs, as evaluator.md shows them."""
+    root = Path(__file__).parents[2]
+    rows = crosscheck.read_jsonl(
+        root / "docs/results/data/kernelbench_crosscheck_rows_v9_h100.jsonl"
+    )
+    section = crosscheck.report_section(rows)
+    page = (ROOT / "docs/results/evaluator.md").read_text()
+    table = [line for line in section.splitlines() if line.startswith("| L")]
+    assert len(table) == 30 and all(line in page for line in table)
+    assert {row["ours"]["evaluator_version"] for row in rows} == {"9"}
+    assert "verdicts agree: 30/30 pairs judged by both" in section
+    assert "median 1.005 over 30 pairs" in section
