@@ -13,6 +13,10 @@ KernelBench's own ``load_inline`` examples. Rows go to a JSONL file as they fini
     python benchmarks/evaluator_throughput.py --label new --out rows.jsonl --candidates 40
     python benchmarks/evaluator_throughput.py --label old --package OLD_DIR --out rows.jsonl
     python benchmarks/evaluator_throughput.py --report rows.jsonl --markdown OUT.md
+
+With ``--problems PATH`` the candidates are those problems' references renamed ``ModelNew``
+instead (no export, no build), and ``--device cpu`` runs them on this machine's CPU: two
+packages compared where no GPU is lent.
 """
 
 from __future__ import annotations
@@ -108,9 +112,12 @@ def measure(args: argparse.Namespace) -> int:
     from autoprofiler.execute import evaluate_many
     from autoprofiler.problem import Problem
 
-    config = EvalConfig(device="cuda")
+    config = EvalConfig(device=args.device)
     out = Path(args.out)
-    chosen = all_candidates(args.candidates, args.kernelbench)
+    if args.problems:
+        chosen = references_as_candidates(args.problems, args.candidates)
+    else:
+        chosen = all_candidates(args.candidates, args.kernelbench)
     if args.kinds:
         chosen = [entry for entry in chosen if entry[2] in args.kinds]
     pairs = [
@@ -190,6 +197,28 @@ def all_candidates(count: int, kernelbench: Path | None) -> list[tuple[str, str,
         if (entry[1], entry[3]) not in seen:
             seen.add((entry[1], entry[3]))
             chosen.append(entry)
+    return chosen
+
+
+def references_as_candidates(problems: Path, count: int) -> list[tuple[str, str, str, str]]:
+    """``count`` candidates that need no build, for a run without the export (on a CPU, say):
+    each problem of ``problems`` in turn with its reference renamed ``ModelNew`` (kind
+    ``other``), each copy's source made distinct by a comment (nothing shared between them
+    but the problem's reference timing)."""
+    from autoprofiler.evaluate.baselines import reference_as_candidate
+    from autoprofiler.problem import ProblemError, load_problems
+
+    try:
+        loaded = load_problems(problems).problems
+    except ProblemError as exc:
+        raise SystemExit(f"evaluator_throughput: {exc}") from None
+    if not loaded:
+        raise SystemExit(f"evaluator_throughput: no problems in {problems}")
+    chosen = []
+    for index in range(count):
+        problem = loaded[index % len(loaded)]
+        source = reference_as_candidate(problem) + f"\n# copy {index}\n"
+        chosen.append((problem.key, problem.source, "other", source))
     return chosen
 
 
@@ -355,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="new")
     parser.add_argument("--package", help="folder holding the autoprofiler package to measure")
     parser.add_argument("--candidates", type=int, default=40)
+    parser.add_argument(
+        "--problems", type=Path,
+        help="problems (JSONL or folder) whose references, renamed ModelNew, are the candidates "
+        "(instead of the export's)",
+    )  # fmt: skip
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument(
         "--kernelbench", type=Path, help="KernelBench checkout: add its load_inline examples"
     )

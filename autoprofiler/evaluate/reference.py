@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autoprofiler.evaluate.interpreter import main_command
+
 log = logging.getLogger(__name__)
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
@@ -381,16 +383,22 @@ def serve(job: dict, requests: Any, replies: Any) -> None:
     except Exception as exc:  # a problem that does not build: every request gets the error
         reply({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:600]})
         return
+    # torch and the rest imported so far stay for the process's life: frozen out of the
+    # collector's sight, the gc.collect() before each slab and after each judgement walks
+    # only what came later (50-90 ms less each on a 2-core CPU).
+    gc.collect()
+    gc.freeze()
     reply({"ready": True, "device": server.label()})
-    for line in requests:
-        try:
-            request = json.loads(line)
-            ops = {"time": server.time, "judge": server.judge, "slab": server.slab,
-                   "free": server.free}  # fmt: skip
-            handler = ops[request["op"]]
-            reply(handler(request))
-        except Exception as exc:
-            reply({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:600]})
+    ops = {"time": server.time, "judge": server.judge, "slab": server.slab, "free": server.free}
+    try:
+        for line in requests:
+            try:
+                request = json.loads(line)
+                reply(ops[request["op"]](request))
+            except Exception as exc:
+                reply({"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:600]})
+    finally:
+        gc.unfreeze()
 
 
 def main() -> int:
@@ -414,7 +422,7 @@ class ReferenceProcess:
     def __init__(self, config: Any, env: dict[str, str], log_path: Path):
         self._log = open(log_path, "ab")  # noqa: SIM115 (closed in close())
         self._process = subprocess.Popen(
-            [sys.executable, "-c", f"from {__name__} import main; main()"],
+            main_command(__name__),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

@@ -38,6 +38,7 @@ from autoprofiler.evaluate.forkserver import (
     ZygoteRefused,
 )
 from autoprofiler.evaluate.inputs import TrialSeeds
+from autoprofiler.evaluate.interpreter import python_command
 from autoprofiler.evaluate.output_files import size_limit
 from autoprofiler.evaluate.recorded import replay_evaluation
 from autoprofiler.evaluate.reference import (
@@ -567,7 +568,7 @@ def sandboxed_bytecode(env: dict[str, str]) -> subprocess.Popen | None:
         )
         log.info("filling the sandboxed candidates' bytecode folder %s", folder)
         filler = subprocess.Popen(
-            [sys.executable, "-c", code, *SANDBOX_BYTECODE_MODULES],
+            python_command(code, *SANDBOX_BYTECODE_MODULES),
             env=filler_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from autoprofiler.evaluate.interpreter import main_command
 from autoprofiler.evaluate.runner import PACKAGE_PARENT, default_work_root
 from autoprofiler.execute.base import Executor, ExecutorError, Finished, Job, one_line
 from autoprofiler.execute.channel import PARENT_VARIABLE, WORKER_VARIABLE, FrameBuffer, pack
@@ -71,7 +72,7 @@ class _Slot:
             log.warning("%s while idle", self.reap())
         if self.process is None:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "autoprofiler.execute.worker"],
+                main_command("autoprofiler.execute.worker"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=self.env,

@@ -158,3 +158,41 @@ def test_the_committed_session34_tables_are_its_rows() -> None:
         "| new | no build | 23 | 1.71 | 1.32 | 22 | 1.05 |",
     ):
         assert line in text and line in page
+
+
+def test_on_the_cpu_the_candidates_are_the_problems_references(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    problems = ROOT / "examples" / "problems"
+    code = throughput.main(
+        ["--problems", str(problems), "--candidates", "3", "--device", "cpu", "--out", str(out)]
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert code == 0 and len(rows) == 3
+    assert all(row["correct"] and row["kind"] == "other" for row in rows)
+    assert [row["problem"] for row in rows] == sorted(row["problem"] for row in rows)
+    sources = {source for *_, source in throughput.references_as_candidates(problems, 20)}
+    assert len(sources) == 20  # copies of one problem's reference are distinct candidates
+
+
+def test_problems_that_do_not_load_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"^evaluator_throughput: "):
+        throughput.references_as_candidates(tmp_path / "missing.jsonl", 2)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match=r"no \.py problem files"):
+        throughput.references_as_candidates(tmp_path / "empty", 2)
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(SystemExit, match="evaluator_throughput: no problems in"):
+        throughput.references_as_candidates(tmp_path / "empty.jsonl", 2)
+
+
+def test_the_committed_session36_cpu_tables_are_its_rows() -> None:
+    rows = ROOT / "docs" / "results" / "data" / "evaluator_throughput_rows_session36_cpu.jsonl"
+    text = throughput.report(rows, None)
+    page = (ROOT / "docs" / "results" / "evaluator_throughput.md").read_text()
+    for line in (
+        "| new | 60 | 110.2 | 32.7 | 1.19 | 1.13 | 110.2 (30) |",
+        "| old | 60 | 143.3 | 25.1 | 1.76 | 1.73 | 143.3 (30) |",
+        "| new | no build | 60 | 1.13 | 0.96 | 15 | 0.98 |",
+        "| old | no build | 60 | 1.73 | 1.49 | 15 | 1.71 |",
+    ):
+        assert line in text and line in page

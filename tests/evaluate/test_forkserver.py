@@ -132,3 +132,21 @@ def test_when_the_zygote_refuses_candidates_start_afresh_and_the_user_is_told_on
     assert first[1] != second[1], "forked from one zygote, though it refused"
     refusals = [r for r in caplog.records if "refused to serve" in r.getMessage()]
     assert len(refusals) == 1, [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux only")
+def test_a_forked_candidate_finds_the_zygotes_objects_frozen_out_of_its_collections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # frozen, the candidate's gc.collect() neither walks torch's objects nor copies their pages
+    source = "import gc\nopen('frozen', 'w').write(str(gc.get_freeze_count()))\n" + HONEST
+
+    def frozen(index: int) -> int:
+        numbered = source + f"\n# candidate {index}\n"
+        result = evaluate(load_file(PROBLEM), numbered, CONFIG, work_root=tmp_path)
+        assert result.correct, result.failure_message
+        return int((tmp_path / "candidates" / source_hash(numbered) / "frozen").read_text())
+
+    assert frozen(1) > 10_000
+    monkeypatch.setenv("AUTOPROFILER_FORKSERVER", "0")  # a fresh interpreter: nothing frozen
+    assert frozen(2) == 0

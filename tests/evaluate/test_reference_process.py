@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import io
+import json
 import math
 import time
 
@@ -70,3 +73,19 @@ def test_outputs_that_cannot_cross_as_raw_bytes_are_found_out_once() -> None:
         with pytest.raises(LayoutError, match="uint32"):
             server._layouts(built)
     assert built.module.FORWARDS and len(built.module.FORWARDS) <= 2  # one per shape, once
+
+
+def test_what_the_server_imported_is_frozen_out_of_the_collectors_walk_while_it_serves() -> None:
+    seen: list[int] = []
+
+    def requests():  # the server reads its requests here, after its set-up
+        seen.append(gc.get_freeze_count())
+        yield json.dumps({"op": "free", "slab_id": "none"}) + "\n"
+
+    replies = io.StringIO()
+    assert gc.get_freeze_count() == 0
+    reference.serve({"config": EvalConfig(device="cpu").to_dict()}, requests(), replies)
+    assert seen and seen[0] > 10_000, "the server's gc.collect() walks all of torch"
+    assert gc.get_freeze_count() == 0, "left frozen: objects at shutdown reported leaked"
+    answers = [json.loads(line) for line in replies.getvalue().splitlines()]
+    assert answers == [{"ready": True, "device": "cpu"}, {"freed": False}]
