@@ -146,18 +146,25 @@ def test_the_wrong_candidate_is_wrong_however_large_the_outputs() -> None:
         assert not torch.allclose(got, space["Model"]()(x), atol=1e-2, rtol=1e-2)
 
 
+def _report_and_page_show(rows_file: str, lines: tuple[str, ...]) -> None:
+    """Each of ``lines`` is in the report made from the committed rows and on the page."""
+    text = throughput.report(ROOT / "docs" / "results" / "data" / rows_file, None)
+    page = (ROOT / "docs" / "results" / "evaluator_throughput.md").read_text()
+    for line in lines:
+        assert line in text and line in page
+
+
 def test_the_committed_session34_tables_are_its_rows() -> None:
     """The H100 run of session 34: its summary and per-kind tables, as the page shows them."""
-    rows = ROOT / "docs" / "results" / "data" / "evaluator_throughput_rows_session34.jsonl"
-    text = throughput.report(rows, None)
-    page = (ROOT / "docs" / "results" / "evaluator_throughput.md").read_text()
-    for line in (
-        "| new | 46 | 182.9 | 15.1 | 2.64 | 2.45 | 88.4 (16) |",
-        "| old | 16 | 151.4 | 6.3 | 7.55 | 7.36 | 151.4 (16) |",
-        "| new | other | 15 | 15 | 2.02 | 19.0 | 1.94 |",
-        "| new | no build | 23 | 1.71 | 1.32 | 22 | 1.05 |",
-    ):
-        assert line in text and line in page
+    _report_and_page_show(
+        "evaluator_throughput_rows_session34.jsonl",
+        (
+            "| new | 46 | 182.9 | 15.1 | 2.64 | 2.45 | 88.4 (16) |",
+            "| old | 16 | 151.4 | 6.3 | 7.55 | 7.36 | 151.4 (16) |",
+            "| new | other | 15 | 15 | 2.02 | 19.0 | 1.94 |",
+            "| new | no build | 23 | 1.71 | 1.32 | 22 | 1.05 |",
+        ),
+    )
 
 
 def test_on_the_cpu_the_candidates_are_the_problems_references(tmp_path: Path) -> None:
@@ -186,13 +193,12 @@ def test_problems_that_do_not_load_are_one_line(tmp_path: Path) -> None:
 
 
 def test_the_committed_session36_cpu_tables_are_its_rows() -> None:
-    rows = ROOT / "docs" / "results" / "data" / "evaluator_throughput_rows_session36_cpu.jsonl"
-    text = throughput.report(rows, None)
-    page = (ROOT / "docs" / "results" / "evaluator_throughput.md").read_text()
-    for line in (
-        "| new | 60 | 110.2 | 32.7 | 1.19 | 1.13 | 110.2 (30) |",
-        "| old | 60 | 143.3 | 25.1 | 1.76 | 1.73 | 143.3 (30) |",
-        "| new | no build | 60 | 1.13 | 0.96 | 15 | 0.98 |",
-        "| old | no build | 60 | 1.73 | 1.49 | 15 | 1.71 |",
-    ):
-        assert line in text and line in page
+    _report_and_page_show(
+        "evaluator_throughput_rows_session36_cpu.jsonl",
+        (
+            "| new | 60 | 110.2 | 32.7 | 1.19 | 1.13 | 110.2 (30) |",
+            "| old | 60 | 143.3 | 25.1 | 1.76 | 1.73 | 143.3 (30) |",
+            "| new | no build | 60 | 1.13 | 0.96 | 15 | 0.98 |",
+            "| old | no build | 60 | 1.73 | 1.49 | 15 | 1.71 |",
+        ),
+    )
