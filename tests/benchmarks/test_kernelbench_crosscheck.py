@@ -311,9 +311,8 @@ def test_compile_caches_are_shared_unless_the_caller_chose(
 
 def test_the_committed_v9_h100_rows_are_the_pages_table(crosscheck) -> None:
     """Sessions 35-36 on an H100: every one of the 30 pairs, as evaluator.md shows them."""
-    root = Path(__file__).parents[2]
     rows = crosscheck.read_jsonl(
-        root / "docs/results/data/kernelbench_crosscheck_rows_v9_h100.jsonl"
+        ROOT / "docs/results/data/kernelbench_crosscheck_rows_v9_h100.jsonl"
     )
     section = crosscheck.report_section(rows)
     page = (ROOT / "docs/results/evaluator.md").read_text()
