@@ -202,3 +202,25 @@ def test_the_committed_session36_cpu_tables_are_its_rows() -> None:
             "| old | no build | 60 | 1.73 | 1.49 | 15 | 1.71 |",
         ),
     )
+
+
+def test_the_recorded_candidates_are_found_from_any_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benchmark runs from a folder without the package (to compare packages); its
+    candidate list comes from the checkout's export all the same."""
+    monkeypatch.chdir(tmp_path)
+    kinds = [kind for _, _, kind, _ in throughput.candidates(12)]
+    assert {"raises", "wrong"} < set(kinds) and len(kinds) >= 6  # recorded ones, failing ones
+
+
+def test_the_committed_session37_h100_tables_are_its_rows() -> None:
+    _report_and_page_show(
+        "evaluator_throughput_rows_session37_h100.jsonl",
+        (
+            "| new | 46 | 172.4 | 16.0 | 2.33 | 2.21 | 82.3 (13) |",
+            "| old | 13 | 151.5 | 5.1 | 10.00 | 9.81 | 151.5 (13) |",
+            "| new | other | 15 | 15 | 1.74 | 21.2 | 1.66 |",
+            "| new | no build | 23 | 1.36 | 1.05 | 22 | 1.07 |",
+        ),
+    )
