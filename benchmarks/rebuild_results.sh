@@ -39,11 +39,11 @@
 #
 # pages: merges the exports into the committed data files (the new verdict of a candidate
 #   wins) and remakes rewriter.md, learning.md, llm_rewriter.md (both tables),
-#   reproduction.md's fixed-configuration study and the two HTML reports, each markdown page
-#   stamped under its title with the evaluator version and card that judged it again (the
-#   stamp mode alone: bash benchmarks/rebuild_results.sh stamp PAGE...). The LLM-proposer
-#   study of reproduction.md is not remade: its recorded proposer replies answered prompts
-#   that quote the old scores. The page scripts look verdicts up under the H200's labels
+#   reproduction.md's fixed-configuration study and the two HTML reports, each page (HTML too,
+#   through report --note) stamped under its title with the evaluator version and card that
+#   judged it again (the stamp mode alone, markdown pages: bash benchmarks/rebuild_results.sh
+#   stamp PAGE...). The LLM-proposer study of reproduction.md is not remade: its recorded
+#   proposer replies answered prompts that quote the old scores. The page scripts look verdicts up under the H200's labels
 #   (their DEVICE constants), so this mode reads docs/results/data/rebuild/nvidia-h200 unless
 #   PREV names another, and refuses slots judged on another GPU model.
 set -u
@@ -190,26 +190,33 @@ pages() {
   rm -rf runs/llm-learning runs/h200-bench.sqlite
   python3 benchmarks/llm_learning.py --work runs/llm-learning \
     --markdown docs/results/reproduction.md --rows $DATA/llm_learning.json
+  local html_note
+  html_note=$(stamp_line | tr -d '`')
   python3 -m autoprofiler report runs/llm-learning/store.sqlite \
-    -o docs/results/llm_reproduction.html
+    -o docs/results/llm_reproduction.html --note "$html_note"
   python3 -m autoprofiler bench --store runs/h200-bench.sqlite --name h200-rules --replay \
     "${recordings[@]}" "${evaluations[@]}" --train 0.67 --budgets 5,17,inf --rewriter rules \
     --proposer search --iterations 30 --patience 10 --device cuda \
     -o $DATA/reproduction_h200.json
   python3 -m autoprofiler report runs/h200-bench.sqlite -o docs/results/reproduction.html \
-    --figures docs/results/reproduction
+    --figures docs/results/reproduction --note "$html_note"
   stamp docs/results/rewriter.md docs/results/learning.md docs/results/llm_rewriter.md \
     docs/results/reproduction.md
 }
 
-stamp() {  # pages...: say under each title that its verdicts were judged again, by what
-  local version page line
+stamp_line() {  # what a rebuilt page says under its title (markdown)
+  local version line
   version=$(python3 -c "from autoprofiler.evaluate.config import EVALUATOR_VERSION as v; print(v)")
   [ -n "$version" ] || { echo "rebuild_results: no evaluator version to stamp" >&2; return 2; }
-  line="> Rebuilt $(date -u +%F): every verdict behind this page was judged again by evaluator"
+  line="Rebuilt $(date -u +%F): every verdict behind this page was judged again by evaluator"
   line="$line v$version on the $(cat "$PREV/card.txt" 2>/dev/null || echo "unnamed machine")"
   line="$line (\`benchmarks/rebuild_results.sh\`, slots in \`$PREV\`). Where the text below"
-  line="$line tells how the verdicts were made, it tells how the first ones were."
+  echo "$line tells how the verdicts were made, it tells how the first ones were."
+}
+
+stamp() {  # pages...: say under each title that its verdicts were judged again, by what
+  local page line
+  line="> $(stamp_line)" || return 2
   for page in "$@"; do
     grep -q "^> Rebuilt " "$page" && sed -i '/^> Rebuilt /,+1d' "$page"  # the last rebuild's
     sed -i "1a\\

@@ -28,6 +28,10 @@ def report_command(
         Path | None,
         typer.Option("--figures", help="Also write the plots as PNG files into this folder."),
     ] = None,
+    page_note: Annotated[
+        str | None,
+        typer.Option("--note", help="A paragraph under the page's title (where it came from)."),
+    ] = None,
 ) -> None:
     """Write bench results as one self-contained HTML page (-o).
 
@@ -45,7 +49,7 @@ def report_command(
     except ReportError as exc:
         fail(str(exc))
     try:
-        written = write_report(benches, output)
+        written = write_report(benches, output, page_note)
         pictures = write_figures(benches, figures) if figures is not None else []
     except OSError as exc:
         fail(f"cannot write {exc.filename or output}: {exc.strerror or exc}")

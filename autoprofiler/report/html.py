@@ -295,13 +295,17 @@ def _bench_section(bench: BenchResult) -> str:
     return "\n".join(parts)
 
 
-def render_report(benches: Sequence[BenchResult], title: str = "autoprofiler bench") -> str:
-    """The whole report of ``benches`` as one HTML page."""
+def render_report(
+    benches: Sequence[BenchResult], title: str = "autoprofiler bench", note: str | None = None
+) -> str:
+    """The whole report of ``benches`` as one HTML page; ``note``, a paragraph under the title
+    (such as where its verdicts came from)."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>{escape(title)}</h1>"
-        '<p class="note">Fixed profiling configurations against trees learned per budget, '
+        + (f'<p class="note">{escape(note)}</p>' if note else "")
+        + '<p class="note">Fixed profiling configurations against trees learned per budget, '
         "scored on held-out test problems through the same rewriter and evaluator. Speedups "
         "count a failed candidate as the eager reference kept in place (1.0x).</p>\n"
         + "\n".join(_bench_section(b) for b in benches)
@@ -309,8 +313,8 @@ def render_report(benches: Sequence[BenchResult], title: str = "autoprofiler ben
     )
 
 
-def write_report(benches: Sequence[BenchResult], path: str | Path) -> Path:
-    """Write ``render_report(benches)`` to ``path``; returns the path."""
+def write_report(benches: Sequence[BenchResult], path: str | Path, note: str | None = None) -> Path:
+    """Write ``render_report(benches, note=note)`` to ``path``; returns the path."""
     path = Path(path)
-    path.write_text(render_report(benches), encoding="utf-8")
+    path.write_text(render_report(benches, note=note), encoding="utf-8")
     return path

@@ -164,3 +164,12 @@ def test_a_remade_page_says_under_its_title_which_evaluator_judged_its_verdicts_
     assert len(stamps) == 1
     assert f"evaluator v{EVALUATOR_VERSION} on the NVIDIA H200" in stamps[0]
     assert str(prev) in stamps[0]
+
+
+def test_the_remade_html_reports_carry_the_same_stamp() -> None:
+    """pages remakes two HTML reports; each is written with the stamp as its --note."""
+    script = (ROOT / "benchmarks" / "rebuild_results.sh").read_text().replace("\\\n", " ")
+    reports = [line for line in script.splitlines() if "-m autoprofiler report " in line]
+    assert len(reports) == 2
+    assert all('--note "$html_note"' in line for line in reports)
+    assert "html_note=$(stamp_line " in script

@@ -64,6 +64,19 @@ def test_the_results_json_gives_the_same_tables(
     assert re.findall(r"<table>.*?</table>", again, re.S) == tables
 
 
+def test_a_note_goes_under_the_title_escaped_and_the_page_is_otherwise_the_same(
+    bench_run: BenchRun, page: str, tmp_path: Path
+) -> None:
+    note = "Rebuilt: judged again by evaluator v9 on the <NVIDIA H200> & such"
+    noted = write(bench_run.results, tmp_path / "noted.html", "--note", note)
+    title_end = noted.index("</h1>") + len("</h1>")
+    escaped = "judged again by evaluator v9 on the &lt;NVIDIA H200&gt; &amp; such"
+    assert noted[title_end:].startswith(f'<p class="note">Rebuilt: {escaped}</p>')
+    assert "<NVIDIA" not in noted and page.count('class="note"') + 1 == noted.count('class="note"')
+    tables = re.findall(r"<table>.*?</table>", page, re.S)
+    assert re.findall(r"<table>.*?</table>", noted, re.S) == tables
+
+
 def test_figures_are_written_as_the_same_pngs_the_page_embeds(
     bench_run: BenchRun, page: str, tmp_path: Path
 ) -> None:
