@@ -42,6 +42,8 @@ CONFIG = EvalConfig(
     compile_timeout_s=60,
     run_timeout_s=60,
 )
+# The least timing that still judges: for tests about the processes, not about the timings.
+QUICK_CPU_CONFIG = EvalConfig(device="cpu", timing_budget_ms=5, warmup_ms=1, min_timing_trials=3)
 HONEST = '''"""relu(x @ W) * 2 written out: a rewrite with nothing to hide."""
 
 import torch

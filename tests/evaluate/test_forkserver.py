@@ -7,18 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from autoprofiler.evaluate import EvalConfig, evaluate
-from autoprofiler.problem import load_file, source_hash
-from tests.adversarial.cases import HONEST
+from autoprofiler.evaluate import evaluate
+from autoprofiler.problem import source_hash
+from tests.adversarial.cases import HONEST, QUICK_CPU_CONFIG, redteam_problem
 
-PROBLEM = Path(__file__).parents[1] / "adversarial" / "redteam_problem.py"
 WRITES_ITS_PIDS = "import os\nopen('pids', 'w').write(f'{os.getpid()} {os.getppid()}')\n"
-CONFIG = EvalConfig(device="cpu", timing_budget_ms=5, warmup_ms=1, min_timing_trials=3)
 
 
 def _pids(tmp_path: Path, index: int) -> tuple[int, int]:
     source = WRITES_ITS_PIDS + HONEST + f"\n# candidate {index}\n"
-    result = evaluate(load_file(PROBLEM), source, CONFIG, work_root=tmp_path)
+    result = evaluate(redteam_problem(), source, QUICK_CPU_CONFIG, work_root=tmp_path)
     assert result.correct, result.failure_message
     pid, parent = (tmp_path / "candidates" / source_hash(source) / "pids").read_text().split()
     return int(pid), int(parent)
@@ -40,7 +38,7 @@ def test_a_forked_candidate_finds_what_torch_imports_lazily_imported_already(
         "import time\nbegan = time.perf_counter()\nimport torch.fx.experimental.symbolic_shapes\n"
         "open('took', 'w').write(str(time.perf_counter() - began))\n" + HONEST
     )
-    result = evaluate(load_file(PROBLEM), source, CONFIG, work_root=tmp_path)
+    result = evaluate(redteam_problem(), source, QUICK_CPU_CONFIG, work_root=tmp_path)
     assert result.correct, result.failure_message
     took = float((tmp_path / "candidates" / source_hash(source) / "took").read_text())
     assert took < 0.05, f"importing sympy in the candidate took {took:.2f} s"
@@ -143,7 +141,7 @@ def test_a_forked_candidate_finds_the_zygotes_objects_frozen_out_of_its_collecti
 
     def frozen(index: int) -> int:
         numbered = source + f"\n# candidate {index}\n"
-        result = evaluate(load_file(PROBLEM), numbered, CONFIG, work_root=tmp_path)
+        result = evaluate(redteam_problem(), numbered, QUICK_CPU_CONFIG, work_root=tmp_path)
         assert result.correct, result.failure_message
         return int((tmp_path / "candidates" / source_hash(numbered) / "frozen").read_text())
 

@@ -10,17 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from autoprofiler.evaluate import EvalConfig, evaluate, runner
+from autoprofiler.evaluate import evaluate, runner
 from autoprofiler.evaluate.forkserver import ZygotePool
 from autoprofiler.evaluate.interpreter import main_command, python_command
 from autoprofiler.evaluate.reference import ReferencePool
 from autoprofiler.execute import Job, LocalExecutor
-from autoprofiler.problem import load_file
-from tests.adversarial.cases import HONEST
+from tests.adversarial.cases import HONEST, QUICK_CPU_CONFIG, redteam_problem
 
 from ..execute.jobs import where
 
-PROBLEM = Path(__file__).parents[1] / "adversarial" / "redteam_problem.py"
 PLANTED = "raise ImportError('imported from the folder the evaluator was started in')\n"
 
 
@@ -68,9 +66,8 @@ def test_the_reference_process_and_the_zygote_start_beside_planted_modules(
     references, zygotes = ReferencePool(), ZygotePool()  # started here, not reused from elsewhere
     monkeypatch.setattr(runner, "REFERENCES", references)
     monkeypatch.setattr(runner, "ZYGOTES", zygotes)
-    config = EvalConfig(device="cpu", timing_budget_ms=5, warmup_ms=1, min_timing_trials=3)
     try:
-        result = evaluate(load_file(PROBLEM), HONEST, config, work_root=tmp_path / "work")
+        result = evaluate(redteam_problem(), HONEST, QUICK_CPU_CONFIG, work_root=tmp_path / "work")
     finally:
         references.close()
         zygotes.close()

@@ -238,14 +238,12 @@ LEAVES_ITS_SESSION = (
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux only")
 def test_a_candidate_that_leaves_its_session_leaves_nothing_running(tmp_path: Path) -> None:
-    from autoprofiler.evaluate import EvalConfig, evaluate
-    from autoprofiler.problem import load_file, source_hash
-    from tests.adversarial.cases import HONEST
+    from autoprofiler.evaluate import evaluate
+    from autoprofiler.problem import source_hash
+    from tests.adversarial.cases import HONEST, QUICK_CPU_CONFIG, redteam_problem
 
-    problem = load_file(Path(__file__).parents[1] / "adversarial" / "redteam_problem.py")
     source = LEAVES_ITS_SESSION + HONEST
-    config = EvalConfig(device="cpu", timing_budget_ms=5, warmup_ms=1, min_timing_trials=3)
-    evaluate(problem, source, config, work_root=tmp_path)
+    evaluate(redteam_problem(), source, QUICK_CPU_CONFIG, work_root=tmp_path)
     pid_file = tmp_path / "candidates" / source_hash(source) / "escaped.pid"
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 5
