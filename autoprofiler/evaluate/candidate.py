@@ -161,12 +161,27 @@ def _open_device(device: torch.device) -> None:
         raise CandidateFailure(classify_exception(exc), message) from None
 
 
+def _mapped_bytes() -> int:
+    """The address space this process maps now (``VmSize``); 0 where /proc cannot tell."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _limit_address_space(limit_gb: float, device: torch.device) -> None:
-    """Cap the worker's address space (``RLIMIT_AS``); CPU runs only."""
+    """Cap the worker's address space (``RLIMIT_AS``) at ``limit_gb`` beyond what it maps
+    before the candidate runs; CPU runs only. Counted from there because the interpreter and
+    torch are mapped already: a CUDA build of torch maps several GiB of libraries, so a cap
+    counted from zero left an H100 machine's worker no room to read the problem."""
     if device.type != "cpu":
         log.warning("memory_limit_gb applies to CPU runs only; no limit on %s", device)
         return
-    limit = int(limit_gb * 2**30)
+    limit = _mapped_bytes() + int(limit_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 

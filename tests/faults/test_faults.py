@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autoprofiler.evaluate import EvalConfig, EvalResult, evaluate
+from autoprofiler.evaluate import EvalConfig, EvalResult, FailureKind, evaluate
 from tests.adversarial.cases import CONFIG, HONEST, Case, load_cases, redteam_problem
 
 FAULTS = {case.name: case for case in load_cases(Path(__file__).parent / "candidates")}
@@ -113,3 +113,20 @@ def test_the_memory_cap_is_left_out_of_the_configuration_hash() -> None:
     assert EvalConfig(sandbox="bwrap").config_hash == EvalConfig().config_hash
     # how outputs cross is not a verdict setting: the H200 recordings' hash still holds
     assert EvalConfig(device="cuda", output_slab=False).config_hash == "b9efd7057455e5ea"
+
+
+def test_the_memory_cap_counts_from_what_the_worker_maps_before_the_candidate(
+    tmp_path: Path,
+) -> None:
+    """A cap smaller than what torch maps already (several GiB for a CUDA build; a GPU machine
+    failed every candidate under a 2 GiB cap counted from zero) still judges an honest
+    candidate, and still stops one that asks for 4 GiB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        mapped = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    cap_gb = 0.25
+    assert mapped * 1024 > cap_gb * 2**30  # torch imported here maps more than the cap
+    config = replace(CONFIG, memory_limit_gb=cap_gb)
+    honest = evaluate(redteam_problem(), HONEST, config, work_root=tmp_path)
+    assert honest.correct, honest.failure_message
+    greedy = evaluate(redteam_problem(), FAULTS["host_oom"].source, config, work_root=tmp_path)
+    assert greedy.failure_kind == FailureKind.OUT_OF_MEMORY, greedy.failure_message
