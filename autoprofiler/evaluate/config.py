@@ -21,7 +21,8 @@ class EvalConfig:
     from a quick estimate and clamped to ``[min_timing_trials, max_timing_trials]``.
     ``other_shape`` adds a correctness trial at a second input shape where the problem allows
     one (``autoprofiler.evaluate.shapes``). ``memory_limit_gb`` caps the address space the
-    worker may map beyond what it maps before the candidate runs (``RLIMIT_AS``) on CPU runs. ``sandbox`` is None or ``"bwrap"`` (docs/SECURITY.md).
+    worker may map beyond what it maps before the candidate runs (``RLIMIT_AS``) on CPU runs.
+    ``sandbox`` is None or ``"bwrap"`` (docs/SECURITY.md).
     ``replay_device`` (a device label such as ``"cuda:NVIDIA H200"``) replays results recorded
     on that device instead of running anything (``autoprofiler.evaluate.recorded``).
     ``output_slab`` hands a GPU candidate's outputs over in device memory the reference process

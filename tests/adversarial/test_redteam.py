@@ -58,6 +58,15 @@ def test_the_suite_covers_at_least_fifteen_cheats() -> None:
     assert len(CPU_CASES) >= 15 and GPU_CASES
 
 
+def test_the_committed_gpu_run_caught_every_case_it_ran() -> None:
+    """docs/results/redteam_h100.md (v9 on an H100): a row per case of its time, each caught."""
+    page = Path(__file__).parents[2] / "docs" / "results" / "redteam_h100.md"
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ")][1:]
+    names = {row.split(" | ")[0].removeprefix("| ").split(" (")[0] for row in rows}
+    assert len(rows) == 41 and all(row.endswith("| yes |") for row in rows)
+    assert {case.name for case in GPU_CASES} <= names
+
+
 @pytest.mark.parametrize("case", [_param(case) for case in CPU_CASES])
 def test_cheat_is_rejected_or_flagged(case: Case, verdicts: RedTeamRun) -> None:
     result, honest = verdicts.results[case.name], verdicts.honest[case.problem]
