@@ -43,9 +43,10 @@
 #   through report --note) stamped under its title with the evaluator version and card that
 #   judged it again (the stamp mode alone, markdown pages: bash benchmarks/rebuild_results.sh
 #   stamp PAGE...). The LLM-proposer study of reproduction.md is not remade: its recorded
-#   proposer replies answered prompts that quote the old scores. The page scripts look verdicts up under the H200's labels
-#   (their DEVICE constants), so this mode reads docs/results/data/rebuild/nvidia-h200 unless
-#   PREV names another, and refuses slots judged on another GPU model.
+#   proposer replies answered prompts that quote the old scores. The page scripts look
+#   verdicts up under the H200's labels (their DEVICE constants), so this mode reads
+#   docs/results/data/rebuild/nvidia-h200 unless PREV names another, and refuses slots judged
+#   on another GPU model.
 set -u
 mode=${1:?rules, llm, keep, pages or stamp}
 REBUILDS=docs/results/data/rebuild
