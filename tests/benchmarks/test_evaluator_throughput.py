@@ -224,3 +224,15 @@ def test_the_committed_session37_h100_tables_are_its_rows() -> None:
             "| new | no build | 23 | 1.36 | 1.05 | 22 | 1.07 |",
         ),
     )
+
+
+def test_the_committed_session37_h200_tables_are_its_rows() -> None:
+    _report_and_page_show(
+        "evaluator_throughput_rows_session37_h200.jsonl",
+        (
+            "| new | 46 | 160.9 | 17.2 | 2.18 | 2.11 | 83.8 (13) |",
+            "| old | 13 | 157.8 | 4.9 | 8.25 | 8.06 | 157.8 (13) |",
+            "| new | other | 15 | 15 | 1.65 | 24.3 | 1.52 |",
+            "| new | no build | 23 | 1.31 | 0.99 | 22 | 1.33 |",
+        ),
+    )
