@@ -309,15 +309,25 @@ def test_compile_caches_are_shared_unless_the_caller_chose(
     assert os.environ["TRITON_CACHE_DIR"] == "/chosen/triton"
 
 
-def test_the_committed_v9_h100_rows_are_the_pages_table(crosscheck) -> None:
-    """Sessions 35-36 on an H100: every one of the 30 pairs, as evaluator.md shows them."""
+@pytest.mark.parametrize(
+    ("card", "gpu", "median"),
+    [  # sessions 35-36 on an H100; session 40 on the H200
+        ("h100", "NVIDIA H100 80GB HBM3", "1.005"),
+        ("h200", "NVIDIA H200", "1.000"),
+    ],
+)
+def test_the_committed_v9_rows_are_the_pages_tables(
+    crosscheck, card: str, gpu: str, median: str
+) -> None:
+    """Every one of the 30 pairs judged under v9 on each card, as evaluator.md shows them."""
     rows = crosscheck.read_jsonl(
-        ROOT / "docs/results/data/kernelbench_crosscheck_rows_v9_h100.jsonl"
+        ROOT / f"docs/results/data/kernelbench_crosscheck_rows_v9_{card}.jsonl"
     )
     section = crosscheck.report_section(rows)
     page = (ROOT / "docs/results/evaluator.md").read_text()
     table = [line for line in section.splitlines() if line.startswith("| L")]
     assert len(table) == 30 and all(line in page for line in table)
     assert {row["ours"]["evaluator_version"] for row in rows} == {"9"}
+    assert {row["gpu"] for row in rows} == {gpu}
     assert "verdicts agree: 30/30 pairs judged by both" in section
-    assert "median 1.005 over 30 pairs" in section
+    assert f"median {median} over 30 pairs" in section
