@@ -132,6 +132,23 @@ def append_jsonl(path: Path, row: dict) -> None:
         handle.flush()
 
 
+FIRST_JUDGED_ON = "cuda:NVIDIA H200"  # where the committed verdicts were first made
+
+
+def add_evaluated_device(parser: argparse.ArgumentParser) -> None:
+    """``--evaluated-device LABEL``: whose recorded verdicts the page replays (a rebuild on
+    another GPU model adds its verdicts under that model's label, beside the H200's)."""
+    parser.add_argument(
+        "--evaluated-device", default=FIRST_JUDGED_ON,
+        help=f"replay the verdicts recorded on this device (default {FIRST_JUDGED_ON})",
+    )  # fmt: skip
+
+
+def card_name(label: str) -> str:
+    """A device label as the pages' prose names it: ``cuda:NVIDIA H200`` -> ``H200``."""
+    return label.partition(":")[2].removeprefix("NVIDIA ") or label
+
+
 def add_report_arguments(parser: argparse.ArgumentParser, markdown: str) -> None:
     """``--report ROWS --markdown FILE --command TEXT``: write the results table from rows
     measured earlier (and name the command that measured them) instead of measuring."""

@@ -1,4 +1,4 @@
-"""``optimize --keep best`` on recorded H200 verdicts: the LLM's kernel, the rule rewriter's,
+"""``optimize --keep best`` on recorded verdicts: the LLM's kernel, the rule rewriter's,
 torch.compile and the reference, per profile configuration, and which one is kept.
 
 Runs ``autoprofiler optimize`` (the installed CLI, a process per run) with the LLM rewriter
@@ -28,7 +28,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from _common import replace_block
+from _common import add_evaluated_device, card_name, replace_block
 from llm_sweep import CONFIGS, MODEL_ID
 from llm_table import read_rows
 
@@ -45,6 +45,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("problems", help="KernelBench problems (a checkout or JSONL)")
     parser.add_argument("--rows", type=Path, default=DATA / "llm_sweep_rows.jsonl.gz")
     parser.add_argument("--markdown", type=Path, required=True)
+    add_evaluated_device(parser)
     return parser.parse_args(argv)
 
 
@@ -89,6 +90,7 @@ def optimize(
         sys.executable, "-m", "autoprofiler", "optimize", args.problems, "--replay",
         "--rewriter", "llm", "--llm", f"recorded:{MODEL_ID}", "--tree", config,
         "--device", "cuda", "--profile-device", "H200", "--levels", str(level),
+        "--evaluated-device", args.evaluated_device,
         "--ids", ",".join(map(str, ids)), "--store", str(folder / f"{out.stem}.sqlite"),
         "--candidates-dir", str(folder / out.stem), "--json", "-q", "-o", str(out),
         *(["--count-flagged"] if count_flagged else []),
@@ -111,7 +113,7 @@ def _picked_compile(contender: dict | None) -> bool:
     return contender is not None and contender.get("transformation") == "compile"
 
 
-def table(results: dict[str, list[dict]], count_flagged: bool) -> str:
+def table(results: dict[str, list[dict]], count_flagged: bool, judged_on: str) -> str:
     head = (
         "| configuration | problems | LLM alone | rule rewriter alone | torch.compile alone "
         "| kept (best of four) | kept, by whom | kept slower than torch.compile |"
@@ -138,7 +140,8 @@ def table(results: dict[str, list[dict]], count_flagged: bool) -> str:
     flagged = "counted" if count_flagged else "counted as 1.0x (without `--count-flagged`)"
     lines += [
         "",
-        "Geomean speedups over eager on the H200 (replayed); a failure counts 1.0x; the LLM's "
+        f"Geomean speedups over eager on the {card_name(judged_on)} (replayed); a failure "
+        "counts 1.0x; the LLM's "
         f"flagged kernels are {flagged}; the rule rewriter's and torch.compile's count at "
         "their speedups (autoprofiler wrote them: their flags, `calls_reference` for "
         "torch.compile, are no suspicion). A contender with no recorded verdict (the rule "
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 for config in CONFIGS
             }
-            tables.append(table(results, count_flagged))
+            tables.append(table(results, count_flagged, args.evaluated_device))
     return 0 if replace_block(args.markdown, "keep_table", "\n\n".join(tables)) else 2
 
 

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (puts the checkout on sys.path)
+from _common import FIRST_JUDGED_ON, add_evaluated_device, card_name
 
 from autoprofiler.evaluate import EvalConfig
 from autoprofiler.learn.objective import Objective, TreeScore
@@ -33,8 +33,6 @@ from autoprofiler.rewrite.base import RewriteContext
 from autoprofiler.rewrite.rules import RuleRewriter
 from autoprofiler.store import Store
 from autoprofiler.tree import FIXED_GROUPS, export_text, fixed_tree, load_tree
-
-DEVICE = "cuda:NVIDIA H200"
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,6 +51,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--work", type=Path, default=Path("runs/learning"))
     parser.add_argument("--markdown", type=Path, required=True)
+    add_evaluated_device(parser)
     return parser.parse_args(argv)
 
 
@@ -69,6 +68,7 @@ def _learn(args: argparse.Namespace, start: str, store: Path) -> tuple[str, floa
         "--rewriter", args.rewriter, "--proposer", "search",
         "--iterations", str(args.iterations), "--patience", "10", "--device", "cuda",
         "--start", start, "-o", str(args.work / f"{name}.json"),
+        "--evaluated-device", args.evaluated_device,
     ]  # fmt: skip
     began = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         hashes = dict.fromkeys(h for h, d, _, _ in store.iter_profile_records() if d == "H200")
         problems = [p for h in hashes if (p := store.get_problem(h)) is not None]
         train, validation = split_problems(problems, float(args.train), args.seed)
-        config = EvalConfig(device="cuda", replay_device=DEVICE)
+        config = EvalConfig(device="cuda", replay_device=args.evaluated_device)
         atol, rtol = config.tolerance_for("float32")
         scorer = TreeScorer(
             profiler,
@@ -224,27 +224,31 @@ def _rewriter_text(rewriter: RuleRewriter) -> str:
 def _header(
     args: argparse.Namespace, rewriter: RuleRewriter, train: int, validation: int
 ) -> list[str]:
+    card, first = card_name(args.evaluated_device), args.evaluated_device == FIRST_JUDGED_ON
+    device = "" if first else f" --evaluated-device '{args.evaluated_device}'"
+    data = "H200 data" if first else f"H200 profiles, verdicts judged on the {card}"
     return [
-        "# Learning the profiling tree on recorded H200 data",
+        f"# Learning the profiling tree on recorded {data}",
         "",
-        "Made on a CPU (no GPU: profiles and evaluations replayed from the H200 recordings) with",
+        "Made on a CPU (no GPU: profiles replayed from the H200 recordings, evaluations from",
+        f"the verdicts recorded on the {card}) with",
         "",
         "```",
         f"python benchmarks/learning_table.py --recordings {args.recordings} \\",
         f"    --evaluations {args.evaluations} \\",
         f"    --starts {' '.join(args.starts)} --budget {args.budget:g} --train {args.train} "
-        f"--rewriter {args.rewriter} --markdown {args.markdown}",
+        f"--rewriter {args.rewriter} --markdown {args.markdown}{device}",
         "```",
         "",
         "which runs, per start tree, `autoprofiler learn --recordings ... --evaluations ... "
         f"--train {args.train} --seed {args.seed} --budget {args.budget:g} --rewriter "
         f"{args.rewriter} --proposer search --iterations {args.iterations} "
-        "--patience 10 --device cuda --start START`.",
+        f"--patience 10 --device cuda --start START --evaluated-device '{args.evaluated_device}'`.",
         "",
         f"Problems: the 64 KernelBench problems (levels 1 and 2) of "
         f"`docs/results/data/kernelbench_h200.jsonl.gz`; {train} training and {validation} "
         f"validation problems (seeded split). Rewriter: {_rewriter_text(rewriter)}, "
-        "every candidate it can write evaluated on the H200 (`rewriter.md`). Objective: "
+        f"every candidate it can write evaluated on the {card} (`rewriter.md`). Objective: "
         "geomean speedup over eager, failures counted 1.0x; the validation set never decides "
         "anything.",
         "",

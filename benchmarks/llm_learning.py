@@ -2,10 +2,11 @@
 configuration, on held-out problems, at three budgets and on three seeded splits.
 
 Every problem's six recorded configurations were answered once by a frontier LLM and judged
-on the H200 (``llm_sweep.py``). A tree here shows the rewriter one of those configurations
-per kernel (``show: leaf``): its condition nodes collect ``static`` or ``ncu.SpeedOfLight``
-only to route, so any path asks a request that has a recorded reply, and everything replays
-on a CPU: profiles, replies and verdicts. A fixed configuration is the one-leaf tree of it
+on a GPU (``llm_sweep.py``; the H200 first, ``--evaluated-device`` picks whose verdicts are
+replayed). A tree here shows the rewriter one of those configurations per kernel (``show:
+leaf``): its condition nodes collect ``static`` or ``ncu.SpeedOfLight`` only to route, so any
+path asks a request that has a recorded reply, and everything replays on a CPU: profiles,
+replies and verdicts. A fixed configuration is the one-leaf tree of it
 (taken whole, or, over the budget, nothing: the no-profile request). For each split (seeds
 0-2, two thirds to train) and budget, local search (``--menu`` of the six, routing on static
 and SpeedOfLight) learns a tree from the best fixed configuration on the training problems;
@@ -39,7 +40,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from _common import log_progress, replace_block, run_main
+from _common import add_evaluated_device, log_progress, replace_block, run_main
 from keep_best import FIRST, MORE, _more_problems
 from llm_sweep import CONFIGS, MODEL_ID, _requested, rebuilt_requests, target_context
 from llm_table import read_rows
@@ -117,6 +118,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rows", type=Path, help="JSON of every study's results")
     parser.add_argument("--bench-json", type=Path, help="the benches' results, for `report`")
     parser.add_argument("--proposer", choices=("search", "llm"), default="search")
+    add_evaluated_device(parser)
     parser.add_argument("--requests-out", type=Path, help="--proposer llm: the waiting request")
     parser.add_argument(
         "--exclude", default="",
@@ -153,10 +155,10 @@ def judged_problems(problems: dict[str, Problem]) -> list[Problem]:
 
 
 def setup(
-    store: Store, scratch: Path
+    store: Store, scratch: Path, evaluated_device: str
 ) -> tuple[ExportedRecordings, LLMRewriter, EvalConfig, list[Problem]]:
-    """Recordings, replies and verdicts in ``store`` (the rebuilt requests are written to
-    ``scratch``); the profiler, rewriter, judge and problems."""
+    """Recordings, replies and the verdicts made on ``evaluated_device`` in ``store`` (the
+    rebuilt requests are written to ``scratch``); the profiler, rewriter, judge and problems."""
     for path in (FIRST, MORE):
         import_recordings(path, store)
     first = Store(":memory:")
@@ -165,7 +167,10 @@ def setup(
     export_requests([entry[2] for entry in found.values()], scratch, store, "anthropic")
     import_replies(REPLIES, store)
     import_evaluations(EVALUATIONS, store)
-    (label,) = evaluated_devices(store)
+    if evaluated_device not in evaluated_devices(store):
+        judged = ", ".join(evaluated_devices(store)) or "none"
+        raise SystemExit(f"--evaluated-device: no verdicts of {evaluated_device!r} in "
+                         f"{EVALUATIONS.name} (judged on: {judged})")  # fmt: skip
     more_keys = _more_problems()
     problems = {entry[0].content_hash: entry[0] for entry in found.values()}
     more = {h for h, p in problems.items() if p.key in more_keys}
@@ -173,7 +178,7 @@ def setup(
         RecordedProfiler(first, DEVICE), RecordedProfiler(store, DEVICE), more
     )
     rewriter = LLMRewriter(make_client(LLMConfig.from_spec(f"recorded:{MODEL_ID}"), store))
-    config = EvalConfig(device="cuda", replay_device=label)
+    config = EvalConfig(device="cuda", replay_device=evaluated_device)
     return profiler, rewriter, config, judged_problems(problems)
 
 
@@ -341,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     answers = _answers(args.replies)
     with Store(args.work / "store.sqlite") as store:
-        profiler, rewriter, config, problems = setup(store, args.work / "requests.jsonl")
+        profiler, rewriter, config, problems = setup(
+            store, args.work / "requests.jsonl", args.evaluated_device
+        )
         problems = excluded(problems, args.exclude)
         log.info("%d problems with every configuration judged", len(problems))
         while True:

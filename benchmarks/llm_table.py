@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import replace_block
+from _common import card_name, replace_block
 from llm_sweep import CONFIGS
 
 METRIC_LINE = re.compile(r"^\s+[\w.:\[\]/-]+ = ", re.MULTILINE)
@@ -135,6 +135,12 @@ def _replies_code(path: Path | None) -> dict[str, str]:
     return code
 
 
+def judged_devices(rows: dict[str, dict]) -> list[str]:
+    """The GPU models whose verdicts the rows hold, as the page names them."""
+    labels = {row["result"].get("device", "") for row in rows.values() if row.get("result")}
+    return sorted(card_name(label) for label in labels if label)
+
+
 def build_table(rows: dict[str, dict], metrics: dict[str, int], code: dict[str, str]) -> str:
     by_problem: dict[str, dict[str, tuple[str, Judged]]] = defaultdict(dict)
     for custom_id, row in rows.items():
@@ -142,11 +148,13 @@ def build_table(rows: dict[str, dict], metrics: dict[str, int], code: dict[str, 
         by_problem[entry.problem][entry.configuration] = (custom_id, entry)
     complete = sorted(p for p, c in by_problem.items() if set(c) >= set(CONFIGS))
     partial = sorted(set(by_problem) - set(complete))
+    judged_on = " and the ".join(judged_devices(rows)) or "GPU"
     lines = [
         f"Judged: {len(rows)} of 240 requests; tabled: the {len(complete)} problems with all six "
         f"configurations judged ({len(complete) * len(CONFIGS)} candidates). Speedups are medians "
-        "of the evaluator's timed trials on the H200; a failed candidate counts 1.0x over eager "
-        "in the geomean (the user keeps the reference); over torch.compile is the geomean over "
+        f"of the evaluator's timed trials on the {judged_on}; a failed candidate counts 1.0x "
+        "over eager in the geomean (the user keeps the reference); over torch.compile is the "
+        "geomean over "
         "correct candidates only. `changed` is how often the reply's code (its syntax tree, "
         "comments and layout aside) differs from the reply to the same problem with no profile.",
         "",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rebuild the results pages after a new evaluator version: every recorded candidate behind
-# them judged again on one GPU model (the pages were made on the H200; the pages name no
-# other yet), then every page remade from the new verdicts on a CPU.
+# them judged again on one GPU model (the pages were first made on the H200; a rebuild on
+# another model replays the H200's profiles with that model's verdicts, and says so), then
+# every page remade from the new verdicts on a CPU.
 #
 # On the GPU machine, in the repository root, one device command each (each ends inside
 # 10 minutes; rows and exports land in $OUT as they fall):
@@ -43,10 +44,9 @@
 #   through report --note) stamped under its title with the evaluator version and card that
 #   judged it again (the stamp mode alone, markdown pages: bash benchmarks/rebuild_results.sh
 #   stamp PAGE...). The LLM-proposer study of reproduction.md is not remade: its recorded
-#   proposer replies answered prompts that quote the old scores. The page scripts look
-#   verdicts up under the H200's labels (their DEVICE constants), so this mode reads
-#   docs/results/data/rebuild/nvidia-h200 unless PREV names another, and refuses slots judged
-#   on another GPU model.
+#   proposer replies answered prompts that quote the old scores. PREV names the rebuild the
+#   pages take (needed when several GPU models have one); every page script replays the
+#   verdicts of its card (--evaluated-device cuda:CARD). DRY_RUN=1 prints the steps instead.
 set -u
 mode=${1:?rules, llm, keep, pages or stamp}
 REBUILDS=docs/results/data/rebuild
@@ -158,51 +158,78 @@ pages() {
     echo "not every verdict is this evaluator's yet: run the device modes again (or FORCE=1)"
     return 1
   fi
-  local judged_on
-  judged_on=$(cat "$PREV/card.txt" 2>/dev/null)
-  if [[ "$judged_on" != *H200* ]]; then  # rewriter_table, learning_table, llm_learning: H200
-    echo "rebuild_results: the page scripts read H200 verdicts only, and $PREV's were made" \
-      "on ${judged_on:-an unnamed machine}" >&2
+  local card
+  card=$(cat "$PREV/card.txt" 2>/dev/null)
+  if [ -z "$card" ]; then
+    echo "rebuild_results: $PREV holds no card.txt: no slot says which GPU judged it" >&2
     return 2
   fi
+  # The profiles stay the H200's recordings; the verdicts replayed are those of PREV's card
+  # (the H200's first verdicts stay in the data files beside them, under their own label).
+  local judged=(--evaluated-device "cuda:$card")
   set -e
-  local merged
-  merged=$(mktemp --suffix=.jsonl.gz)
-  python3 benchmarks/merge_evaluations.py $DATA/kernelbench_h200_evaluations.jsonl.gz \
+  local merged='$SCRATCH.jsonl.gz'  # a dry run makes no file
+  [ "${DRY_RUN:-0}" = 1 ] || merged=$(mktemp --suffix=.jsonl.gz)
+  run python3 benchmarks/merge_evaluations.py $DATA/kernelbench_h200_evaluations.jsonl.gz \
     "$PREV"/rules-*.jsonl.gz --out "$merged"
-  mv "$merged" $DATA/kernelbench_h200_evaluations.jsonl.gz
-  python3 benchmarks/merge_evaluations.py $DATA/llm_evaluations.jsonl.gz \
+  run mv "$merged" $DATA/kernelbench_h200_evaluations.jsonl.gz
+  run python3 benchmarks/merge_evaluations.py $DATA/llm_evaluations.jsonl.gz \
     "$PREV"/llm-*.jsonl.gz --out "$merged"
-  mv "$merged" $DATA/llm_evaluations.jsonl.gz
-  gzip -c "$PREV/llm_rows.jsonl" > $DATA/llm_sweep_rows.jsonl.gz
+  run mv "$merged" $DATA/llm_evaluations.jsonl.gz
+  run gzip_into $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl"
   local recordings=(--recordings $DATA/kernelbench_h200.jsonl.gz)
   local evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
   local table=(python benchmarks/rewriter_table.py "${recordings[@]}" "${evaluations[@]}"
-    --markdown docs/results/rewriter.md --compare compile_max_autotune)
-  "${table[@]}" --command "${table[*]}"
-  python3 benchmarks/learning_table.py "${recordings[@]}" "${evaluations[@]}" \
+    --markdown docs/results/rewriter.md --compare compile_max_autotune "${judged[@]}")
+  run "${table[@]}" --command "${table[*]}"
+  run python3 benchmarks/learning_table.py "${recordings[@]}" "${evaluations[@]}" \
     --starts none SpeedOfLight basic --budget 30 --train 0.67 --rewriter rules \
-    --markdown docs/results/learning.md
-  python3 benchmarks/llm_table.py --rows $DATA/llm_sweep_rows.jsonl.gz \
+    --markdown docs/results/learning.md "${judged[@]}"
+  run python3 benchmarks/llm_table.py --rows $DATA/llm_sweep_rows.jsonl.gz \
     --requests $DATA/llm_requests.jsonl.gz --replies $DATA/llm_replies.jsonl.gz \
     --markdown docs/results/llm_rewriter.md
-  python3 benchmarks/keep_best.py "${KB:?KernelBench problems.jsonl}" \
-    --markdown docs/results/llm_rewriter.md
-  rm -rf runs/llm-learning runs/h200-bench.sqlite
-  python3 benchmarks/llm_learning.py --work runs/llm-learning \
-    --markdown docs/results/reproduction.md --rows $DATA/llm_learning.json
+  run python3 benchmarks/keep_best.py "${KB:?KernelBench problems.jsonl}" \
+    --markdown docs/results/llm_rewriter.md "${judged[@]}"
+  run rm -rf runs/llm-learning runs/h200-bench.sqlite
+  run python3 benchmarks/llm_learning.py --work runs/llm-learning \
+    --markdown docs/results/reproduction.md --rows $DATA/llm_learning.json "${judged[@]}"
   local html_note
   html_note=$(stamp_line | tr -d '`')
-  python3 -m autoprofiler report runs/llm-learning/store.sqlite \
+  run python3 -m autoprofiler report runs/llm-learning/store.sqlite \
     -o docs/results/llm_reproduction.html --note "$html_note"
-  python3 -m autoprofiler bench --store runs/h200-bench.sqlite --name h200-rules --replay \
+  run python3 -m autoprofiler bench --store runs/h200-bench.sqlite --name h200-rules --replay \
     "${recordings[@]}" "${evaluations[@]}" --train 0.67 --budgets 5,17,inf --rewriter rules \
-    --proposer search --iterations 30 --patience 10 --device cuda \
+    --proposer search --iterations 30 --patience 10 --device cuda "${judged[@]}" \
     -o $DATA/reproduction_h200.json
-  python3 -m autoprofiler report runs/h200-bench.sqlite -o docs/results/reproduction.html \
+  run python3 -m autoprofiler report runs/h200-bench.sqlite -o docs/results/reproduction.html \
     --figures docs/results/reproduction --note "$html_note"
-  stamp docs/results/rewriter.md docs/results/learning.md docs/results/llm_rewriter.md \
+  run stamp docs/results/rewriter.md docs/results/learning.md docs/results/llm_rewriter.md \
     docs/results/reproduction.md
+}
+
+gzip_into() {  # file, source: the source compressed into the file
+  gzip -c "$2" > "$1"
+}
+
+run() {  # a step of pages: run it, or with DRY_RUN=1 print it (one line, quoted) instead
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    printf '%q ' "$@" | sed 's/ $//'
+    echo
+  else
+    "$@"
+  fi
+}
+
+only_rebuild() {  # the one folder under $REBUILDS, else a line naming them (PREV must choose)
+  local folders=("$REBUILDS"/*/)
+  if [ "${#folders[@]}" -ne 1 ] || [ ! -d "${folders[0]}" ]; then
+    local names
+    names=$(ls "$REBUILDS" 2>/dev/null | paste -sd, | sed 's/,/, /g')
+    echo "rebuild_results: name the rebuild the pages take with PREV= (in $REBUILDS:" \
+      "${names:-none})" >&2
+    return 2
+  fi
+  echo "${folders[0]%/}"
 }
 
 stamp_line() {  # what a rebuilt page says under its title (markdown)
@@ -256,9 +283,9 @@ keep() {  # slot folder: what a device command left in $OUT, into its GPU model'
   echo "kept in $PREV:$kept"
 }
 
-case "$mode" in  # the pages read H200 verdicts (see pages)
+case "$mode" in  # PREV: this machine's GPU model's rebuild, or the one the pages take
   rules | llm) PREV=${PREV:-$REBUILDS/$(slug "$(card)")} ;;
-  pages | stamp) PREV=${PREV:-$REBUILDS/nvidia-h200} ;;
+  pages | stamp) PREV=${PREV:-$(only_rebuild)} || exit 2 ;;
 esac
 case "$mode" in
   rules) sweep rules "$PREV/rules_rows.jsonl" ;;

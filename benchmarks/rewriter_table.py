@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import _common  # noqa: F401  (puts the checkout on sys.path)
+from _common import add_evaluated_device, card_name
 
 from autoprofiler.evaluate import (
     EvalConfig,
@@ -36,7 +36,6 @@ from autoprofiler.rewrite.base import RewriteContext
 from autoprofiler.rewrite.rules import RuleRewriter
 from autoprofiler.store import Store
 
-DEVICE = "cuda:NVIDIA H200"
 SET_FULL = "ncu.set.full"
 
 
@@ -75,7 +74,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recordings", required=True, nargs="+")
     parser.add_argument("--evaluations", required=True)
-    parser.add_argument("--recorded-device", default="H200")
+    parser.add_argument("--recorded-device", default="H200", help="the profiles' device")
+    add_evaluated_device(parser)
     parser.add_argument("--exclude", nargs="*", default=[], help="transformations never picked")
     parser.add_argument("--markdown", type=Path, required=True)
     parser.add_argument("--command", default="")
@@ -98,11 +98,16 @@ class Table:
 
 
 def build_table(
-    store: Store, profiler: RecordedProfiler, problems: list[Problem], exclude: list[str]
+    store: Store,
+    profiler: RecordedProfiler,
+    problems: list[Problem],
+    exclude: list[str],
+    evaluated_device: str,
 ) -> Table:
     """Ask the rule rewriter without ``exclude`` about every problem, with no profile, every
-    recorded group and ``--set full`` alone, and look its picks up in the recorded evaluations."""
-    config = EvalConfig(device="cuda", replay_device=DEVICE)
+    recorded group and ``--set full`` alone, and look its picks up in the evaluations recorded
+    on ``evaluated_device``."""
+    config = EvalConfig(device="cuda", replay_device=evaluated_device)
     atol, rtol = config.tolerance_for("float32")
     context = RewriteContext(device="cuda", device_name="H200", atol=atol, rtol=rtol)
     rewriter = RuleRewriter(exclude=exclude)
@@ -147,6 +152,19 @@ def build_table(
     return table
 
 
+def _judged_elsewhere(card: str) -> list[str]:
+    """Where the verdicts replayed were made on another GPU model than the profiles: say so
+    before the H200's story of how the first ones were made."""
+    if card == "H200":
+        return []
+    return [
+        f"The verdicts below were judged on the {card}; the profiles the rewriter reads were",
+        "recorded on the H200, and the machine, commands and history below are those of the",
+        "first verdicts, made on the H200.",
+        "",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     store = Store(args.store)
@@ -159,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         (p for h in hashes if (p := store.get_problem(h)) is not None),
         key=lambda p: (p.level or 0, p.problem_id or 0),
     )
-    table = build_table(store, profiler, problems, args.exclude)
-    compared = build_table(store, profiler, problems, args.compare) if args.compare else None
+    judged_on = args.evaluated_device
+    table = build_table(store, profiler, problems, args.exclude, judged_on)
+    compared = None
+    if args.compare:
+        compared = build_table(store, profiler, problems, args.compare, judged_on)
     _write(args, table, compared)
     store.close()
     return 0
@@ -202,9 +223,11 @@ def _write(args: argparse.Namespace, table: Table, compared: Table | None) -> No
         value = p.over_compile
         return "" if value is None else f"{value:.2f}x"
 
+    card = card_name(args.evaluated_device)
     lines = [
-        "# The rule rewriter on the H200: no profile, the full recorded profile, the oracle",
+        f"# The rule rewriter on the {card}: no profile, the full recorded profile, the oracle",
         "",
+        *_judged_elsewhere(card),
         "Machine: NVIDIA H200 (one GPU of an `nvidia-h200-x2` lease), PyTorch 2.11.0+cu130, "
         "Triton 3.6.0. Tolerance: KernelBench's default for float32 (atol = rtol = 1e-4).",
         "",

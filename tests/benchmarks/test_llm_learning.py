@@ -97,3 +97,10 @@ def test_exclude_names_judged_problems_only() -> None:
     assert llm_learning.excluded(problems, "") == problems
     with pytest.raises(SystemExit, match="no judged problem L2/99"):
         llm_learning.excluded(problems, "L2/13,L2/99")
+
+
+def test_a_device_with_no_verdicts_stops_before_any_study(tmp_path: Path) -> None:
+    args = ["--work", str(tmp_path), "--evaluated-device", "cuda:NVIDIA Nothing"]
+    with pytest.raises(SystemExit, match=r"no verdicts of 'cuda:NVIDIA Nothing' in .*H200\)$"):
+        llm_learning.main(args)
+    assert not (tmp_path / "pending.jsonl").exists()

@@ -156,6 +156,20 @@ def test_the_table_counts_what_the_rows_hold() -> None:
     assert "none 0, static 0, SpeedOfLight 2, SpeedOfLight+Occupancy+LaunchStats 1," in table
     assert "best per kernel would give 2.828x" in table
     assert "L2/c (1 of 6)" in table
+    assert "timed trials on the GPU;" in table  # the rows name no device
+
+
+def test_the_table_names_the_gpu_models_whose_verdicts_the_rows_hold() -> None:
+    rows = {}
+    for problem, device in (("L1/a", "cuda:NVIDIA H100 80GB HBM3"), ("L1/b", "cuda:NVIDIA H200"),
+                            ("L1/c", "")):  # fmt: skip
+        for configuration in llm_sweep.CONFIGS:
+            row = _row(problem, configuration, 1.5)
+            row["result"] = {**row["result"], "device": device}
+            rows[row["custom_id"]] = row
+    assert llm_table.judged_devices(rows) == ["H100 80GB HBM3", "H200"]
+    table = llm_table.build_table(rows, {}, {})
+    assert "timed trials on the H100 80GB HBM3 and the H200;" in table
 
 
 def test_the_committed_table_is_the_committed_rows(tmp_path) -> None:

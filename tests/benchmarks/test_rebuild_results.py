@@ -17,6 +17,11 @@ llm_table = import_benchmark("llm_table")
 made_by_an_older_evaluator = import_benchmark("_common").made_by_an_older_evaluator
 
 SCRIPT = ROOT / "benchmarks" / "rebuild_results.sh"
+# the steps of the pages mode that replay recorded verdicts (llm_table reads its rows' devices)
+REPLAYING_VERDICTS = (
+    "rewriter_table.py", "learning_table.py", "keep_best.py", "llm_learning.py",
+    "autoprofiler bench",
+)  # fmt: skip
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
@@ -84,16 +89,32 @@ def test_a_slot_on_another_gpu_model_than_the_earlier_slots_is_refused(tmp_path:
     assert not (out / "rules_rows.jsonl").exists()  # nothing started
 
 
-def test_the_pages_are_not_remade_from_verdicts_of_another_gpu_model(tmp_path: Path) -> None:
+def test_every_page_replays_the_verdicts_of_the_gpu_model_that_judged_them_again(
+    tmp_path: Path,
+) -> None:
+    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results").rglob("*") if p.is_file()}
+    bare = _rebuild("pages", PREV=str(tmp_path), KB=str(tmp_path), FORCE="1")
+    assert bare.returncode == 2
+    assert bare.stderr.count("\n") == 1 and "holds no card.txt" in bare.stderr
+
     (tmp_path / "card.txt").write_text("NVIDIA Imaginary GPU\n")
-    before = {p: p.read_bytes() for p in (ROOT / "docs" / "results" / "data").glob("*.gz")}
-    pages = _rebuild("pages", PREV=str(tmp_path), KB=str(tmp_path), FORCE="1")
-    assert pages.returncode == 2
-    assert pages.stderr.count("\n") == 1 and "made on NVIDIA Imaginary GPU" in pages.stderr
+    steps = _rebuild("pages", PREV=str(tmp_path), KB=str(tmp_path), FORCE="1", DRY_RUN="1")
+    assert steps.returncode == 0, steps.stderr
+    judged = r"--evaluated-device cuda:NVIDIA\ Imaginary\ GPU"
+    replaying = [
+        line
+        for line in steps.stdout.splitlines()
+        if any(f"{script} " in line for script in REPLAYING_VERDICTS)
+    ]
+    assert len(replaying) == len(REPLAYING_VERDICTS)  # rewriter_table's --command repeats it
+    assert all(judged in line for line in replaying)
+    assert "stamp docs/results/rewriter.md" in steps.stdout
+    # a dry run writes nothing
     assert {p: p.read_bytes() for p in before} == before
+    assert {p for p in (ROOT / "docs" / "results").rglob("*") if p.is_file()} == set(before)
 
 
-def test_each_gpu_model_carries_a_rebuild_of_its_own_and_the_pages_read_the_h200s(
+def test_each_gpu_model_carries_a_rebuild_of_its_own_and_the_pages_name_theirs(
     tmp_path: Path,
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PREV"}
@@ -109,13 +130,21 @@ def test_each_gpu_model_carries_a_rebuild_of_its_own_and_the_pages_read_the_h200
         ["bash", str(SCRIPT), "pages"], capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**env, "KB": str(tmp_path)}, check=False,
     )  # fmt: skip
-    committed = ROOT / "docs" / "results" / "data" / "rebuild" / "nvidia-h200"
-    assert (committed / "card.txt").read_text().strip() == "NVIDIA H200"
+    # Two GPU models have a rebuild: the pages take neither unless PREV names it.
+    assert pages.returncode == 2 and pages.stderr.count("\n") == 1
+    assert "nvidia-h100-80gb-hbm3, nvidia-h200" in pages.stderr
+    rebuilds = ROOT / "docs" / "results" / "data" / "rebuild"
     # The H200's first slot judged 35 of the 185 verdicts behind the rule pages (11 problems
-    # and part of a 12th), and no LLM slot has run: the pages wait (a slot committed later
-    # changes these counts).
-    assert pages.returncode == 1
-    assert "verdicts left to judge again: rules 150, llm all" in pages.stdout
+    # and part of a 12th), the H100's four slots 136; no LLM slot has run on either: the pages
+    # wait (a slot committed later changes these counts).
+    for folder, card, left in (
+        ("nvidia-h200", "NVIDIA H200", "rules 150, llm all"),
+        ("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", "rules 49, llm all"),
+    ):
+        assert (rebuilds / folder / "card.txt").read_text().strip() == card
+        named = _rebuild("pages", PREV=str(rebuilds / folder), KB=str(tmp_path))
+        assert named.returncode == 1
+        assert f"verdicts left to judge again: {left}" in named.stdout
 
 
 def test_a_slot_is_kept_in_its_gpu_models_folder_and_another_models_is_refused(

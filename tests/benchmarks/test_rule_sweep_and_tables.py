@@ -130,6 +130,29 @@ def test_rewriter_table_from_the_committed_h200_data(tmp_path: Path) -> None:
     assert "Generated Triton kernels: 32 of 32 correct" in text
 
 
+def test_rewriter_table_replays_the_verdicts_of_the_device_it_is_given(tmp_path: Path) -> None:
+    """A rebuild on another GPU model adds verdicts under that model's label: the page replays
+    the label it is given, and says whose verdicts they are."""
+    packed = (DATA / "kernelbench_h200_evaluations.jsonl.gz").read_bytes()
+    text = gzip.decompress(packed).decode("utf-8")
+    assert '"device":"cuda:NVIDIA H200"' in text
+    relabeled = tmp_path / "evaluations.jsonl.gz"
+    relabeled.write_bytes(gzip.compress(text.replace("NVIDIA H200", "NVIDIA Other").encode()))
+    out = tmp_path / "rewriter.md"
+    done = _run(
+        "rewriter_table.py",
+        *("--recordings", str(DATA / "kernelbench_h200.jsonl.gz")),
+        *("--evaluations", str(relabeled), "--markdown", str(out)),
+        *("--compare", "compile_max_autotune", "--evaluated-device", "cuda:NVIDIA Other"),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = out.read_text()
+    assert page.startswith("# The rule rewriter on the Other: ")
+    assert "The verdicts below were judged on the Other; the profiles" in page
+    committed = (ROOT / "docs" / "results" / "rewriter.md").read_text()
+    assert page.split("## Summary", 1)[1] == committed.split("## Summary", 1)[1]
+
+
 def test_rewriter_table_leaves_out_a_problem_whose_pick_was_never_evaluated(
     tmp_path: Path,
 ) -> None:
