@@ -18,9 +18,15 @@ if str(ROOT) not in sys.path:
 
 def run_main(main, log: logging.Logger) -> None:
     """Exit with ``main()``'s status; Ctrl-C or a slot's end (SIGINT) keeps the rows written
-    so far, which are the result, and exits 130."""
+    so far, which are the result, and exits 130; a GPU asked for on a machine without one is
+    one line and status 2."""
+    from autoprofiler.evaluate.runner import NoGPUError
+
     try:
         sys.exit(main())
+    except NoGPUError as exc:
+        log.error("%s", exc)
+        sys.exit(2)
     except KeyboardInterrupt:
         log.warning("interrupted: the evaluation under way is lost, the rows written are kept")
         sys.exit(130)

@@ -10,6 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+import torch
+
 from autoprofiler.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +72,20 @@ def test_sweep_evaluates_every_reachable_candidate_once_and_resumes(tmp_path: Pa
     added = [json.loads(line) for line in rows_path.read_text().splitlines()][len(rows) :]
     assert [r["transformation"] for r in added] == [rows[0]["transformation"]]
     assert added[0]["result"]["candidate"] == rows[0]["result"]["candidate"]  # the same trials
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA GPU")
+def test_a_sweep_asked_for_a_gpu_on_a_machine_without_one_is_one_line(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    (problems / "softmax.py").write_text(
+        (ROOT / "examples" / "problems" / "07_row_softmax.py").read_text()
+    )
+    args = ("--store", str(tmp_path / "s.sqlite"), "--rows", str(tmp_path / "rows.jsonl"))
+    swept = _run("rule_sweep.py", str(problems), "--device", "cuda", *args)
+    assert swept.returncode == 2
+    assert "Traceback" not in swept.stderr
+    assert "asked for, but torch sees no CUDA GPU here" in swept.stderr.splitlines()[-1]
 
 
 def test_an_interrupted_sweep_ends_with_a_one_line_warning(tmp_path: Path) -> None:
