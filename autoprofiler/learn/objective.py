@@ -11,7 +11,9 @@ reported beside it and may be chosen as the objective instead.
 A flagged candidate (correct, but with a ``flag`` finding of the evaluator: work on a side
 stream, a fallback to the reference's ops, ...) is a suspected reward hack: it counts as a
 failure in the geomean, ``fast_1`` and ``fast_p`` (still correct in the correctness rate)
-unless ``Objective.count_flagged`` is set. ``Objective.counted_speedup`` is that one rule.
+unless ``Objective.count_flagged`` is set. ``Objective.counted_speedup`` is that one rule. A
+builtin rewriter's candidates (the rule rewriter's: torch.compile builds the reference ``Model``
+by design) are autoprofiler's own code, not a model's, and carry no flags here.
 
 Quality against profiling time: with ``cost_weight`` w (per second), the objective is
 multiplied by ``exp(-w * s)``, s being the tree's mean profiling seconds per problem. A tree
@@ -77,9 +79,12 @@ class ProblemOutcome:
         candidate: Candidate,
         result: EvalResult | None,
         profile_hash: str | None = None,
+        builtin: bool = False,
     ) -> ProblemOutcome:
         """The outcome of ``candidate`` (evaluated as ``result``; None when it was unusable);
-        ``profile_hash``: the profile's ``content_hash`` when the caller has it already."""
+        ``profile_hash``: the profile's ``content_hash`` when the caller has it already;
+        ``builtin``: a builtin rewriter wrote it, and the evaluator's flags are not kept (they
+        suspect code a model wrote, see ``Rewriter.builtin``)."""
         base = cls(
             problem=problem,
             problem_hash=profile.problem_hash,
@@ -104,7 +109,7 @@ class ProblemOutcome:
             failure=failure,
             reference_spread=result.reference.spread if result.reference else None,
             candidate_spread=result.candidate.spread if result.candidate else None,
-            flagged=flag_names(result.findings),
+            flagged=() if builtin else flag_names(result.findings),
         )
 
     @property

@@ -88,6 +88,7 @@ class CachedRewriter(Rewriter):
         self.store = store
         self.id = rewriter_id
         self.name = rewriter.name
+        self.builtin = rewriter.builtin
         self.use_cache = use_cache
         self.hits = 0
 
@@ -220,4 +221,6 @@ class TreeScorer:
 
     def _outcome(self, problem: Problem, profile: Profile, key: tuple[str, str]) -> ProblemOutcome:
         candidate, result = self._memo[key]
-        return ProblemOutcome.of(problem.key, profile, candidate, result, profile_hash=key[1])
+        return ProblemOutcome.of(
+            problem.key, profile, candidate, result, key[1], builtin=self.rewriter.builtin
+        )

@@ -89,9 +89,14 @@ def profile_hash(profile: Profile | None) -> str:
 
 
 class Rewriter(ABC):
-    """Turns a problem and its profile into one candidate, with exactly one attempt."""
+    """Turns a problem and its profile into one candidate, with exactly one attempt.
+
+    ``builtin``: autoprofiler wrote this rewriter's code generation itself, so the evaluator's
+    flags on its candidates (suspicions of a reward hack, such as building the reference
+    ``Model`` as torch.compile does) are no suspicion and do not discount them."""
 
     name: str = "rewriter"
+    builtin: bool = False
 
     @abstractmethod
     def rewrite(

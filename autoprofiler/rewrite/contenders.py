@@ -67,7 +67,7 @@ def contenders(
     torch.compile's is marked ``compiled_reference`` (it is that very program)."""
     ours = isinstance(rewriter, RuleRewriter)
     rules = rewriter if ours else RuleRewriter()
-    made = [Contender(rewriter.name, own, trusted=ours)]
+    made = [Contender(rewriter.name, own, trusted=rewriter.builtin)]
     if not ours:
         made.append(Contender(rules.name, rules.rewrite(problem, profile, context), trusted=True))
     compiled = rules.generate(problem, COMPILE, context)

@@ -3,6 +3,7 @@ the CPU (two programs per problem, cached in the session's store after their fir
 
 from __future__ import annotations
 
+import math
 import shutil
 import sqlite3
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ import pytest
 from autoprofiler.learn import (
     LearnConfig,
     LocalSearchProposer,
+    Objective,
     Proposal,
     ProposalContext,
     Proposer,
@@ -23,6 +25,8 @@ from autoprofiler.learn import (
     TrialState,
 )
 from autoprofiler.problem import Problem
+from autoprofiler.rewrite.llm_rewriter import LLMRewriter
+from autoprofiler.rewrite.rules import RuleRewriter
 from autoprofiler.store import Store
 from autoprofiler.tree import Node, ProfilingTree, Rewrite, fixed_tree
 
@@ -78,6 +82,28 @@ def test_an_edit_that_helps_is_accepted_and_one_that_hurts_is_rejected(
     assert result.stop_reason == "the proposer has nothing new to try"
     # The last trial gives every problem the start tree's (empty) profile again.
     assert result.cache.hit_rate > 0 and result.accepted == 1
+
+
+def test_the_flags_on_a_builtin_rewriters_candidates_do_not_discount_them(
+    store: Store, train: list[Problem]
+) -> None:
+    """The gated rewriter's candidates run the reference's own ops, which the evaluator flags.
+    From a model's rewriter that is a suspected reward hack and counts as a failure; the same
+    verdicts of a builtin rewriter (autoprofiler's own code, as the rule rewriter's
+    torch.compile builds the reference ``Model``) count at their speedups."""
+    strict = Objective()
+    tree = fixed_tree("static")
+    from_a_model = make_scorer(store, objective=strict).score(tree, train)
+    builtin = GatedRewriter()
+    builtin.builtin = True
+    ours = make_scorer(store, builtin, objective=strict).score(tree, train)
+    assert from_a_model.flagged == len(train) and from_a_model.fast_1 == 0
+    assert from_a_model.geomean_speedup == pytest.approx(1.0)  # failures count 1.0x
+    assert ours.flagged == 0 and all(o.flagged == () for o in ours.outcomes)
+    speedups = [o.speedup for o in ours.outcomes]
+    assert speedups == [o.speedup for o in from_a_model.outcomes]  # the same verdicts
+    assert ours.geomean_speedup == pytest.approx(math.prod(speedups) ** (1 / len(speedups)))
+    assert RuleRewriter.builtin and not LLMRewriter.builtin
 
 
 def test_a_group_over_the_budget_is_skipped(store: Store, train: list[Problem]) -> None:

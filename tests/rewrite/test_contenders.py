@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autoprofiler.evaluate import EvalResult, Finding, TimingStats
 from autoprofiler.problem import Problem
-from autoprofiler.rewrite.base import Candidate, RewriteContext
+from autoprofiler.rewrite.base import Candidate, RewriteContext, Rewriter
 from autoprofiler.rewrite.contenders import (
     COMPILE,
     REFERENCE,
@@ -70,8 +70,13 @@ def test_the_contenders_of_an_llm_rewrite_and_of_a_rule_rewrite() -> None:
     assert reference_source(problem).rstrip().endswith("ModelNew = Model")
 
 
-class _NotRules:
+class _NotRules(Rewriter):
+    """A rewriter that is not builtin (as an LLM's); never asked here."""
+
     name = "not-rules"
+
+    def rewrite(self, problem, profile, context) -> Candidate:
+        raise AssertionError("contenders judges the candidate it is given")
 
 
 def test_torch_compile_is_marked_whoever_picked_it() -> None:

@@ -32,6 +32,7 @@ class RuleRewriter(Rewriter):
     """
 
     name = PRODUCER
+    builtin = True
 
     def __init__(
         self, max_single_pass: int = DEFAULT_MAX_SINGLE_PASS, exclude: Iterable[str] = ()
