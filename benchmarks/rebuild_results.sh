@@ -177,6 +177,11 @@ pages() {
     "$PREV"/llm-*.jsonl.gz --out "$merged"
   run mv "$merged" $DATA/llm_evaluations.jsonl.gz
   run gzip_into $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl"
+  if [ "$card" != "NVIDIA H200" ]; then  # the first verdicts were the H200's: what carried over
+    run python3 benchmarks/transfer_table.py $DATA/kernelbench_h200_evaluations.jsonl.gz \
+      $DATA/llm_evaluations.jsonl.gz --from "cuda:NVIDIA H200" --to "cuda:$card" \
+      --markdown docs/results/reproduction.md
+  fi
   local recordings=(--recordings $DATA/kernelbench_h200.jsonl.gz)
   local evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
   local table=(python benchmarks/rewriter_table.py "${recordings[@]}" "${evaluations[@]}"

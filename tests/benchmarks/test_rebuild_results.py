@@ -109,6 +109,10 @@ def test_every_page_replays_the_verdicts_of_the_gpu_model_that_judged_them_again
     assert len(replaying) == len(REPLAYING_VERDICTS)  # rewriter_table's --command repeats it
     assert all(judged in line for line in replaying)
     assert "stamp docs/results/rewriter.md" in steps.stdout
+    # another GPU than the H200 that judged first: what carried over, on the reproduction page
+    (transfer,) = [line for line in steps.stdout.splitlines() if "transfer_table.py" in line]
+    assert r"--from cuda:NVIDIA\ H200 --to cuda:NVIDIA\ Imaginary\ GPU" in transfer
+    assert transfer.endswith("--markdown docs/results/reproduction.md")
     # a dry run writes nothing
     assert {p: p.read_bytes() for p in before} == before
     assert {p for p in (ROOT / "docs" / "results").rglob("*") if p.is_file()} == set(before)
