@@ -49,16 +49,8 @@ class Pair:
         """Speedup over eager, after / before; None unless both are correct and timed."""
         if not (self.before.get("correct") and self.after.get("correct")):
             return None
-        first, second = _speedup(self.before), _speedup(self.after)
+        first, second = self.before.get("speedup"), self.after.get("speedup")
         return second / first if first and second else None
-
-
-def _speedup(result: dict) -> float | None:
-    """Reference median over candidate median, as every verdict computes it."""
-    reference, candidate = result.get("reference") or {}, result.get("candidate") or {}
-    if not reference.get("median_ms") or not candidate.get("median_ms"):
-        return None
-    return reference["median_ms"] / candidate["median_ms"]
 
 
 def pairs(store: Store, before: str, after: str) -> list[Pair]:
