@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="after", required=True, help="the other device's label")
     parser.add_argument("--markdown", type=Path, help=f"a page with a {BLOCK} block to fill")
     args = parser.parse_args(argv)
+    if args.before == args.after:
+        log.error("--from and --to both name %s: give two different devices", args.after)
+        return 2
     with tempfile.TemporaryDirectory() as scratch, Store(Path(scratch) / "t.sqlite") as store:
         try:
             for path in args.exports:

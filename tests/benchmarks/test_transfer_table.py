@@ -78,7 +78,9 @@ def test_pairs_are_the_newest_verdicts_judged_on_both_devices(tmp_path: Path) ->
     assert text.endswith("`broke`: correct / wrong_values")
 
 
-def test_the_command_fills_its_block_and_bad_input_is_one_line(tmp_path: Path, capsys) -> None:
+def test_the_command_fills_its_block_and_bad_input_is_one_line(
+    tmp_path: Path, capsys, caplog
+) -> None:
     export = tmp_path / "both.jsonl.gz"
     with _store(tmp_path / "s.sqlite") as store:
         export_evaluations(store, export)
@@ -95,6 +97,9 @@ def test_the_command_fills_its_block_and_bad_input_is_one_line(tmp_path: Path, c
     (tmp_path / "junk.jsonl.gz").write_text("not an export")
     assert transfer_table.main([str(tmp_path / "junk.jsonl.gz"), *args[1:5]]) == 2
     assert "Traceback" not in capsys.readouterr().err
+    caplog.clear()
+    assert transfer_table.main([str(export), "--from", SECOND, "--to", SECOND]) == 2
+    assert f"--from and --to both name {SECOND}" in caplog.text
 
 
 def test_the_committed_h100_rebuild_pairs_with_the_h200_verdicts() -> None:
