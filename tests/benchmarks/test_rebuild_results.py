@@ -143,7 +143,7 @@ def test_each_gpu_model_carries_a_rebuild_of_its_own_and_the_pages_name_theirs(
     # wait (a slot committed later changes these counts).
     for folder, card, left in (
         ("nvidia-h200", "NVIDIA H200", "rules 150, llm all"),
-        ("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", "rules 49, llm all"),
+        ("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", "rules 24, llm 231"),
     ):
         assert (rebuilds / folder / "card.txt").read_text().strip() == card
         named = _rebuild("pages", PREV=str(rebuilds / folder), KB=str(tmp_path))
