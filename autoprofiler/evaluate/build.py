@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoprofiler.evaluate.config import EvalConfig
@@ -49,6 +49,8 @@ EXTENSION_BUILD = re.compile(r"\bload_inline\b|cpp_extension\.load\b|\bcpp_exten
 TRITON_KERNEL = re.compile(r"^\s*@\s*triton\.(?:jit|autotune|heuristics)\b", re.MULTILINE)
 MAX_WORKERS = 8
 JOBS_PER_BUILD = "2"
+NO_REPORT = "no report (killed or timed out)"
+LANE_CLOSED = "the lane closed before it ended"
 
 
 def needs_build(source: str) -> bool:
@@ -178,11 +180,16 @@ class BuildLane:
             with contextlib.suppress(OSError):
                 os.rmdir(output_dir)
         outcome = _outcome(report_path, time.perf_counter() - began)
+        with self._lock:
+            stopped = self._closed and outcome.message == NO_REPORT
+        if stopped:  # close() stopped it: the candidate did nothing wrong
+            outcome = replace(outcome, message=LANE_CLOSED)
         kernels = f"{outcome.triton_kernels} Triton kernels" if outcome.triton_kernels else ""
         detail = "; ".join(part for part in (kernels, outcome.message) if part)
+        state = "done" if outcome.built else "stopped" if stopped else "failed"
         log.info(
-            "%s: build run %s in %.1f s%s", problem.key, "done" if outcome.built else "failed",
-            outcome.seconds, f" ({detail})" if detail else "",
+            "%s: build run %s in %.1f s%s", problem.key, state, outcome.seconds,
+            f" ({detail})" if detail else "",
         )  # fmt: skip
         return outcome
 
@@ -207,7 +214,7 @@ def _outcome(report_path: Path, seconds: float) -> BuildOutcome:
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return BuildOutcome(False, seconds, "no report (killed or timed out)")
+        return BuildOutcome(False, seconds, NO_REPORT)
     finally:
         report_path.unlink(missing_ok=True)
     if not isinstance(report, dict) or report.get("failure_kind"):

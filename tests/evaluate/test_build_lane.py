@@ -107,6 +107,22 @@ def test_a_failing_or_hanging_build_run_changes_nothing_but_time(tmp_path):
     assert lane.wait("never submitted") is None
 
 
+def test_a_build_the_closing_lane_stops_is_stopped_not_failed(tmp_path, caplog):
+    hanging = _candidate("time.sleep(600)")
+    lane = BuildLane(EvalConfig(device="cpu", compile_timeout_s=300.0), tmp_path, workers=1)
+    lane.submit(PROBLEM, hanging)
+    deadline = time.monotonic() + 60
+    while not (tmp_path.exists() and any(tmp_path.rglob("log.txt"))):  # the run has started
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with caplog.at_level("INFO", logger="autoprofiler.evaluate.build"):
+        lane.close()
+    outcome = lane.wait(hanging, 5)
+    assert outcome is not None and not outcome.built
+    assert outcome.message == "the lane closed before it ended"
+    assert "build run stopped in" in caplog.text and "failed" not in caplog.text
+
+
 def test_no_lane_in_a_sandbox_or_when_turned_off(monkeypatch):
     assert lane_for(EvalConfig(device="cpu", sandbox="bwrap")) is None
     monkeypatch.setenv("AUTOPROFILER_BUILD_LANE", "0")
