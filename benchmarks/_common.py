@@ -6,8 +6,11 @@ import argparse
 import gzip
 import json
 import logging
+import math
+import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +178,8 @@ def replace_block(path: Path, name: str, text: str) -> bool:
     _, _, tail = rest.partition(end)
     path.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
     return True
+
+
+def geomean(values: Sequence[float]) -> float:
+    """The geometric mean of positive ``values``; nan when there are none."""
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")

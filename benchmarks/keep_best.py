@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
-import statistics
 import subprocess
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 
-from _common import add_evaluated_device, card_name, replace_block
+from _common import add_evaluated_device, card_name, geomean, replace_block
 from llm_sweep import CONFIGS, MODEL_ID
 from llm_table import read_rows
 
@@ -101,10 +99,6 @@ def optimize(
         command += ["--evaluations", str(path)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text(encoding="utf-8"))
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def _picked_compile(contender: dict | None) -> bool:

@@ -40,7 +40,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from _common import add_evaluated_device, log_progress, replace_block, run_main
+from _common import add_evaluated_device, geomean, log_progress, replace_block, run_main
 from keep_best import FIRST, MORE, _more_problems
 from llm_sweep import CONFIGS, MODEL_ID, _requested, rebuilt_requests, target_context
 from llm_table import read_rows
@@ -204,10 +204,6 @@ def unrecorded(scores: Sequence[TreeScore]) -> int:
     """Outcomes with no recorded reply or verdict (there should be none: every path asks a
     recorded request, and every reply of these problems was judged)."""
     return sum("not_recorded" in o.failure for s in scores for o in s.outcomes)
-
-
-def geomean(values: Sequence[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
 
 def bootstrap(a: dict[str, float], b: dict[str, float], seed: int) -> tuple[float, float, float]:

@@ -19,7 +19,6 @@ import ast
 import gzip
 import itertools
 import json
-import math
 import re
 import statistics
 import sys
@@ -27,7 +26,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import card_name, replace_block
+from _common import card_name, geomean, replace_block
 from llm_sweep import CONFIGS
 
 METRIC_LINE = re.compile(r"^\s+[\w.:\[\]/-]+ = ", re.MULTILINE)
@@ -108,10 +107,6 @@ def code_shape(text: str) -> str:
         return ast.dump(ast.parse(text))
     except SyntaxError:
         return text
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -15,13 +15,11 @@ evaluated by the sweep). Nothing runs on a GPU: this rebuilds ``docs/results/rew
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import add_evaluated_device, card_name
+from _common import add_evaluated_device, card_name, geomean
 
 from autoprofiler.evaluate import (
     EvalConfig,
@@ -64,10 +62,6 @@ class Pick:
             kind = self.result.failure_kind
             return f"{self.name}: {kind.value if kind else 'wrong'}"
         return f"{self.name} {self.speedup:.2f}x"
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:

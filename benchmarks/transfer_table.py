@@ -8,8 +8,9 @@ evaluator versions on each side are named: a pair judged by two versions mixes t
 GPU with the change of judge.
 
     python benchmarks/transfer_table.py docs/results/data/kernelbench_h200_evaluations.jsonl.gz \\
-        docs/results/data/rebuild/nvidia-h100-80gb-hbm3/rules-0.jsonl.gz \\
-        --from "cuda:NVIDIA H200" --to "cuda:NVIDIA H100 80GB HBM3" \\
+        docs/results/data/llm_evaluations.jsonl.gz \\
+        docs/results/data/rebuild/nvidia-h100-80gb-hbm3/*.jsonl.gz \\
+        --to "cuda:NVIDIA H100 80GB HBM3" \\
         --markdown docs/results/reproduction.md
 """
 
@@ -17,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import statistics
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import FIRST_JUDGED_ON, card_name, replace_block, run_main
+from _common import FIRST_JUDGED_ON, card_name, geomean, replace_block, run_main
 
 from autoprofiler.evaluate import EvaluationsFileError, import_evaluations
 from autoprofiler.store import Store
@@ -103,15 +103,14 @@ def table(found: list[Pair], before: str, after: str) -> str:
         f"| correct on both | {both} |",
     ]
     if ratios:
-        geomean = math.exp(statistics.fmean(math.log(r) for r in ratios))
         close = sum(abs(r - 1.0) <= CLOSE for r in ratios)
         lines += [
             f"| speedup over eager, {second} / {first}: median | {statistics.median(ratios):.3f} |",
-            f"| geometric mean | {geomean:.3f} |",
+            f"| geometric mean | {geomean(ratios):.3f} |",
             f"| range | {min(ratios):.3f} to {max(ratios):.3f} |",
             f"| within {CLOSE:.0%} | {close} of {len(ratios)} |",
         ]
-    differ = [p for p in found if p not in agree]
+    differ = [p for p in found if p.before.get("correct") != p.after.get("correct")]
     if differ:
         lines += ["", f"Where correctness differs ({first} / {second}):", ""]
         lines += [
