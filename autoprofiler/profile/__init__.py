@@ -1,4 +1,11 @@
-"""Metric groups and the profilers that collect them."""
+"""Metric groups and the profilers that collect them.
+
+The two profilers that run the model, StaticProfiler and TorchProfiler, import torch; they are
+loaded on first use so that commands which never profile (``--help``, ``tree show``) start fast.
+"""
+
+import importlib
+from typing import Any
 
 from autoprofiler.profile.base import (
     BatchResult,
@@ -30,8 +37,6 @@ from autoprofiler.profile.recording import (
     record_profiles,
 )
 from autoprofiler.profile.render import render_profile
-from autoprofiler.profile.static import StaticProfiler
-from autoprofiler.profile.torch_profiler import TorchProfiler
 
 __all__ = [
     "GROUPS",
@@ -65,3 +70,15 @@ __all__ = [
     "record_profiles",
     "render_profile",
 ]
+
+_LOADED_ON_USE = {
+    "StaticProfiler": "autoprofiler.profile.static",
+    "TorchProfiler": "autoprofiler.profile.torch_profiler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LOADED_ON_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

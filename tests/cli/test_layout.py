@@ -4,6 +4,8 @@ shared modules only (never the app, never another command); no import cycle."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -48,3 +50,23 @@ def test_commands_import_shared_modules_only_and_nothing_imports_in_a_circle() -
 def test_the_cli_lives_in_one_package() -> None:
     root = PACKAGE.parent
     assert sorted(str(p.relative_to(root)) for p in root.rglob("cli.py")) == []
+
+
+def test_the_app_loads_without_torch_so_help_answers_at_once() -> None:
+    """Loading the CLI (what ``--help`` does) must not import torch, which costs seconds; the
+    profilers that need it load on first use, and still load by their package name."""
+    probe = (
+        "import sys, autoprofiler.cli.main, autoprofiler.profile as p\n"
+        "assert 'torch' not in sys.modules, 'torch loaded with the CLI'\n"
+        "assert p.StaticProfiler.__name__ == 'StaticProfiler' and 'torch' in sys.modules\n"
+        "try:\n"
+        "    p.NoSuchProfiler\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('unknown names must raise AttributeError')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
