@@ -1,7 +1,7 @@
 """Metric groups and the profilers that collect them.
 
 The two profilers that run the model, StaticProfiler and TorchProfiler, import torch; they are
-loaded on first use so that commands which never profile (``--help``, ``tree show``) start fast.
+loaded on first use, so that loading the CLI (``--help``) does not import torch.
 """
 
 import importlib
