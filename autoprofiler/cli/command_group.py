@@ -4,6 +4,7 @@ line with exit code 2."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
@@ -52,11 +53,19 @@ class CommandGroup(TyperGroup):
             _one_line(exc)
 
     def invoke(self, ctx: Any) -> Any:
-        from autoprofiler.evaluate.runner import NoGPUError
-
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
             _one_line(exc)
-        except NoGPUError as exc:
+        except RuntimeError as exc:
+            if not _is_no_gpu_error(exc):
+                raise
             fail(str(exc))
+
+
+def _is_no_gpu_error(error: BaseException) -> bool:
+    """Whether ``error`` is the evaluator's "no CUDA GPU here". Only a command that loaded the
+    evaluator can raise it, so one that did not (``tree show``, say) never imports the evaluator,
+    nor torch with it, to ask."""
+    runner = sys.modules.get("autoprofiler.evaluate.runner")
+    return runner is not None and isinstance(error, runner.NoGPUError)

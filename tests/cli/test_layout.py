@@ -52,6 +52,14 @@ def test_the_cli_lives_in_one_package() -> None:
     assert sorted(str(p.relative_to(root)) for p in root.rglob("cli.py")) == []
 
 
+def run_in_a_fresh_python(probe: str) -> None:
+    """Run ``probe`` in a new interpreter (so that nothing is imported yet); it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_app_loads_without_torch_so_help_answers_at_once() -> None:
     """Loading the CLI (what ``--help`` does) must not import torch, which costs seconds; the
     profilers that need it load on first use, and still load by their package name."""
@@ -66,7 +74,24 @@ def test_the_app_loads_without_torch_so_help_answers_at_once() -> None:
         "else:\n"
         "    raise SystemExit('unknown names must raise AttributeError')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    run_in_a_fresh_python(probe)
+
+
+def test_tree_commands_answer_without_torch(tmp_path: Path) -> None:
+    """``tree show/validate/render`` read a JSON file only; running one must not import torch
+    (the group's "no CUDA GPU" handling used to import the evaluator, and torch with it, for
+    every command)."""
+    tree = str(PACKAGE.parents[1] / "examples" / "trees" / "expert.json")
+    calls = [["show", tree], ["validate", tree], ["render", tree, "-o", str(tmp_path / "t.svg")]]
+    probe = (
+        "import sys\n"
+        "from autoprofiler.cli.main import app\n"
+        f"for args in {calls!r}:\n"
+        "    try:\n"
+        "        app(['tree', *args], prog_name='autoprofiler')\n"
+        "    except SystemExit as done:\n"
+        "        assert not done.code, f'tree {args[0]} left with {done.code}'\n"
+        "    assert 'torch' not in sys.modules, f'tree {args[0]} imported torch'\n"
     )
-    assert done.returncode == 0, done.stderr
+    run_in_a_fresh_python(probe)
+    assert (tmp_path / "t.svg").read_text().startswith("<")
