@@ -38,6 +38,7 @@ from autoprofiler.evaluate.runner import (
     cuda_arch_list,
     default_work_root,
     on_gpu,
+    sole_run,
     stop_process,
     worker_env,
 )
@@ -51,6 +52,7 @@ MAX_WORKERS = 8
 JOBS_PER_BUILD = "2"
 NO_REPORT = "no report (killed or timed out)"
 LANE_CLOSED = "the lane closed before it ended"
+OVERTAKEN = "its timed run was due"
 
 
 def needs_build(source: str) -> bool:
@@ -84,9 +86,10 @@ class BuildLane:
 
     ``submit`` queues a candidate (nothing happens for one that needs no build, and each
     source is built once); ``wait`` blocks until its build run is over, or for at most
-    ``timeout_s``; ``close`` stops the runs still going. Triton kernels are built for
-    ``triton_target`` (a compute capability, ``"9.0"``): by default the GPU's the
-    evaluations run on, none when they run on the CPU (Triton's interpreter, no build).
+    ``timeout_s``; ``settle`` too, then stops one not over in time (its timed run is due, and
+    the two must not build at once); ``close`` stops the runs still going. Triton kernels
+    are built for ``triton_target`` (a compute capability, ``"9.0"``): by default the GPU's
+    the evaluations run on, none when they run on the CPU (Triton's interpreter, no build).
     """
 
     def __init__(
@@ -101,7 +104,8 @@ class BuildLane:
         self.root = work_root or default_work_root()
         self._pool = ThreadPoolExecutor(workers or lane_workers(), "autoprofiler-build")
         self._builds: dict[str, Future[BuildOutcome]] = {}
-        self._running: set[subprocess.Popen] = set()
+        self._running: dict[str, subprocess.Popen] = {}  # by source hash
+        self._overtaken: set[str] = set()  # source hashes whose build settle stopped
         self._lock = threading.Lock()
         self._closed = False
 
@@ -126,6 +130,21 @@ class BuildLane:
             return future.result(timeout=timeout_s)
         except TimeoutError:
             return None
+
+    def settle(self, source: str, timeout_s: float | None = None) -> BuildOutcome | None:
+        """``wait``; then, were the build run not over in time, drop it (not yet begun) or
+        stop it, and return how it ended (None: none was asked, or it never began)."""
+        outcome = self.wait(source, timeout_s)
+        key = source_hash(source)
+        future = self._builds.get(key)
+        if outcome is not None or future is None or future.cancel():
+            return outcome
+        with self._lock:
+            self._overtaken.add(key)
+            process = self._running.get(key)
+        if process is not None:
+            stop_process(process)
+        return future.result()
 
     def _build(self, problem: Problem, source: str) -> BuildOutcome:
         began = time.perf_counter()
@@ -156,34 +175,20 @@ class BuildLane:
         }
         job_path.write_text(json.dumps(job), encoding="utf-8")
         command = [sys.executable, "-m", "autoprofiler.evaluate.candidate", str(job_path)]
-        with open(work_dir / f"{run_id}.log", "wb") as log_file:
-            process = subprocess.Popen(
-                supervised_command(command),
-                cwd=work_dir,
-                stdin=subprocess.PIPE,  # closed by stop_process; a build run reads nothing
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        with self._lock:
-            self._running.add(process)
+        key = source_hash(source)
         try:
-            process.wait(timeout=self.config.compile_timeout_s)
-        except subprocess.TimeoutExpired:
-            log.info("%s: build run over %g s, stopped", problem.key, self.config.compile_timeout_s)
+            with sole_run(work_dir, env):
+                self._run(key, problem, command, work_dir / f"{run_id}.log", env)
         finally:
-            stop_process(process)
-            with self._lock:
-                self._running.discard(process)
             job_path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 os.rmdir(output_dir)
         outcome = _outcome(report_path, time.perf_counter() - began)
         with self._lock:
-            stopped = self._closed and outcome.message == NO_REPORT
-        if stopped:  # close() stopped it: the candidate did nothing wrong
-            outcome = replace(outcome, message=LANE_CLOSED)
+            why = LANE_CLOSED if self._closed else OVERTAKEN if key in self._overtaken else ""
+        stopped = bool(why) and outcome.message == NO_REPORT
+        if stopped:  # close() or settle() stopped it: the candidate did nothing wrong
+            outcome = replace(outcome, message=why)
         kernels = f"{outcome.triton_kernels} Triton kernels" if outcome.triton_kernels else ""
         detail = "; ".join(part for part in (kernels, outcome.message) if part)
         state = "done" if outcome.built else "stopped" if stopped else "failed"
@@ -193,10 +198,37 @@ class BuildLane:
         )  # fmt: skip
         return outcome
 
+    def _run(
+        self, key: str, problem: Problem, command: list[str], log_path: Path, env: dict[str, str]
+    ) -> None:
+        """The build run's process, from start to stop (not started once the lane closed or
+        the candidate's timed run overtook it; started under the lock that says so)."""
+        with self._lock, open(log_path, "wb") as log_file:
+            if self._closed or key in self._overtaken:
+                return
+            self._running[key] = subprocess.Popen(
+                supervised_command(command),
+                cwd=log_path.parent,
+                stdin=subprocess.PIPE,  # closed by stop_process; a build run reads nothing
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        process = self._running[key]
+        try:
+            process.wait(timeout=self.config.compile_timeout_s)
+        except subprocess.TimeoutExpired:
+            log.info("%s: build run over %g s, stopped", problem.key, self.config.compile_timeout_s)
+        finally:
+            stop_process(process)
+            with self._lock:
+                del self._running[key]
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            running = list(self._running)
+            running = list(self._running.values())
         for future in self._builds.values():
             future.cancel()
         for process in running:

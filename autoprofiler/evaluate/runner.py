@@ -10,6 +10,7 @@ static checks run here too, where the candidate cannot reach them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import getpass
 import json
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -85,10 +86,15 @@ STAGE_FROM_MARK = {
 }
 # Folders the worker writes to besides its work folder, by default inside it. Without a
 # sandbox, variables the user set are kept and Inductor keeps its shared cache (compiles are
-# reused across candidates). In a sandbox only the work folder is writable, so every one of
-# them is forced into it (torch.compile then starts cold). TMPDIR is the work folder's always:
-# a candidate's temporary files are its own (Triton builds its launcher in a temporary
-# folder: in /tmp, every Triton candidate on the H200 was flagged writes_outside_workdir).
+# reused across candidates), except that a candidate's extension folder is always its own
+# (under the user's, when one is named): in one shared folder, two candidates that call their
+# extensions by the same name build over each other, and the one that waits on the other's
+# build lock then loads the other's library (seen on the H100: an ImportError for a library
+# the other's failed build never made). In a sandbox only the work folder is writable, so
+# every one of them is forced into it (torch.compile then starts cold). TMPDIR is the work
+# folder's always: a candidate's temporary files are its own (Triton builds its launcher in a
+# temporary folder: in /tmp, every Triton candidate on the H200 was flagged
+# writes_outside_workdir).
 WORK_FOLDERS = {
     "TORCH_EXTENSIONS_DIR": "torch_extensions",
     "TRITON_CACHE_DIR": "triton_cache",
@@ -96,6 +102,10 @@ WORK_FOLDERS = {
 }
 TEMPORARY_FOLDER = {"TMPDIR": "tmp"}
 SANDBOX_FOLDERS = {**WORK_FOLDERS, **TEMPORARY_FOLDER}
+EXTENSIONS = "TORCH_EXTENSIONS_DIR"
+# torch.utils.cpp_extension's baton: a file in an extension's build folder while a process
+# builds it; another process that finds it waits, with no limit, until it is gone.
+EXTENSION_BUILD_LOCK = "lock"
 OUT_OF_MEMORY_MARKERS = ("out of memory", "memoryerror", "allocate memory")
 # A correct candidate this much faster than the reference (or the torch.compile baseline)
 # has it timed again (once per reference process, problem and kind; see confirm_reference).
@@ -590,6 +600,8 @@ def worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list
         shared = {"TORCHINDUCTOR_CACHE_DIR": _shared_inductor_cache()}
         for variable, folder in WORK_FOLDERS.items():
             env.setdefault(variable, shared.get(variable) or str(work_dir / folder))
+        if env[EXTENSIONS] != str(work_dir / WORK_FOLDERS[EXTENSIONS]):  # the user's folder
+            env[EXTENSIONS] = str(Path(env[EXTENSIONS]) / work_dir.name)
         env.update({variable: str(work_dir / f) for variable, f in TEMPORARY_FOLDER.items()})
         bytecode_cache(env)
     folders = [env[v] for v in SANDBOX_FOLDERS]
@@ -605,6 +617,40 @@ def worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list
         env.setdefault("TRITON_INTERPRET", "1")
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env, [str(work_dir), *folders]
+
+
+@contextlib.contextmanager
+def sole_run(work_dir: Path, env: dict[str, str]) -> Iterator[bool]:
+    """Held around one run of the candidate in ``work_dir`` (its process started and stopped
+    inside), on this host. Yields whether no other run of it was alive: then every extension
+    build lock in its extension folder (``env``'s) is a dead run's, and is removed first. A
+    build killed mid-way (a build run stopped at its limit or when the lane closed, a timed
+    run stopped in its compile phase) leaves its lock behind, and every later run of that
+    extension would otherwise wait on it until its own limit: a timeout verdict for a
+    candidate that did nothing wrong. The exclusive lock that says "alone" is taken on a file
+    beside the candidate's folder, and the kernel lets go of it when its holder dies."""
+    with open(work_dir.with_name(f"{work_dir.name}.run-lock"), "ab") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another run of this candidate holds it: leave its lock be
+            yield False
+            return
+        _remove_build_locks(Path(env[EXTENSIONS]))
+        yield True  # closing the file lets go of the lock
+
+
+def _remove_build_locks(extensions: Path) -> None:
+    """Remove the build lock in each extension folder under ``extensions`` (symbolic links
+    are not followed: the candidate may have made them)."""
+    with contextlib.suppress(OSError), os.scandir(extensions) as entries:
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                os.unlink(os.path.join(entry.path, EXTENSION_BUILD_LOCK))
+            except OSError:  # none there
+                continue
+            log.info("removed the build lock a stopped run left in %s", entry.path)
 
 
 def _reference_env(config: EvalConfig) -> dict[str, str]:
@@ -794,15 +840,16 @@ def _judge_candidate(
     job_path.write_text(json.dumps(job), encoding="utf-8")
     log_path = work_dir / f"worker-{run_id}.log"
     began = time.perf_counter()
-    with open(log_path, "wb") as log_file:
-        process = _start_candidate(prefix, job_path, work_dir, env, log_file.fileno(), write_fd)
-    os.close(write_fd)
     exchange = _Exchange(marks={"began": began})
-    try:
-        _watch(process, read_fd, config, seeds, output_bytes, exchange)
-    finally:
-        os.close(read_fd)
-        stop_process(process)
+    with sole_run(work_dir, env):
+        with open(log_path, "wb") as log_file:
+            process = _start_candidate(prefix, job_path, work_dir, env, log_file.fileno(), write_fd)
+        os.close(write_fd)
+        try:
+            _watch(process, read_fd, config, seeds, output_bytes, exchange)
+        finally:
+            os.close(read_fd)
+            stop_process(process)
     gone = time.perf_counter()
     report = _read_report(report_path)
     comparing_s = freeing_s = 0.0

@@ -124,7 +124,9 @@ def _evaluate_here(
 ) -> Iterator[Evaluated]:
     """One by one in this process, with the CUDA extensions and Triton kernels of later
     candidates built in the build lane meanwhile. A candidate with an extension waits for its
-    own build run (at most the compile limit); one with Triton kernels only does not: when
+    own build run (at most the compile limit, then that run is stopped: the timed run builds
+    itself, and the two must not build in one folder at once); one with Triton kernels only
+    does not: when
     its build run is not over, the timed run compiles them itself (on the H200 a first
     candidate that waited took 7 s more, docs/results/evaluator_throughput.md)."""
     judge = evaluate_compiled_reference if compiled_reference else evaluate
@@ -135,7 +137,7 @@ def _evaluate_here(
     try:
         for problem, source in pairs:
             if lane is not None and needs_build(source):
-                lane.wait(source, config.compile_timeout_s)
+                lane.settle(source, config.compile_timeout_s)
             log.info("%s: judging candidate %s", problem.key, source_hash(source))
             result = judge(problem, source, config, store=store, use_cache=False)
             yield Evaluated(problem, source, result)

@@ -6,13 +6,14 @@ so the tests see which process built, with what environment, and what the timed 
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from autoprofiler.evaluate import EvalConfig, evaluate
 from autoprofiler.evaluate.build import BuildLane, has_triton_kernels, lane_for, needs_build
-from autoprofiler.evaluate.runner import candidate_folder
+from autoprofiler.evaluate.runner import candidate_folder, sole_run, worker_env
 from autoprofiler.execute import evaluate_many
 from autoprofiler.problem import Problem
 
@@ -121,6 +122,80 @@ def test_a_build_the_closing_lane_stops_is_stopped_not_failed(tmp_path, caplog):
     assert outcome is not None and not outcome.built
     assert outcome.message == "the lane closed before it ended"
     assert "build run stopped in" in caplog.text and "failed" not in caplog.text
+
+
+# Takes torch's own build lock (the baton load_inline takes) in its extension folder; its
+# build run then never ends, as an nvcc build that is stopped at its limit.
+BATON_CANDIDATE = """
+import os, time
+from pathlib import Path
+import torch
+import torch.nn as nn
+from torch.utils.file_baton import FileBaton
+folder = Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "baton_ext"
+folder.mkdir(parents=True, exist_ok=True)
+baton = FileBaton(str(folder / "lock"))
+if baton.try_acquire():  # load_inline would build here
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        time.sleep(600)
+    baton.release()
+else:
+    baton.wait()
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.clamp_min(0)
+"""
+
+
+def test_a_build_run_over_its_time_is_stopped_and_its_lock_does_not_hang_the_timed_run(
+    tmp_path, monkeypatch, caplog
+):
+    # Seen on the H100: build runs stopped by a closing lane left their locks, and the next
+    # command's runs of those candidates waited on them for the whole compile limit.
+    monkeypatch.setenv("AUTOPROFILER_HOME", str(tmp_path))
+    config = EvalConfig(device="cpu", compile_timeout_s=20.0)
+    with caplog.at_level("INFO", logger="autoprofiler"):
+        [done] = list(evaluate_many([(PROBLEM, BATON_CANDIDATE)], config))
+    assert done.result.correct, done.result.failure_message
+    assert "build run stopped in" in caplog.text and "its timed run was due" in caplog.text
+    assert "removed the build lock a stopped run left" in caplog.text
+
+
+def test_only_a_run_alone_removes_the_build_locks_and_never_through_a_link(tmp_path):
+    work_dir, _ = candidate_folder(tmp_path, "class ModelNew: pass\n")
+    extensions, elsewhere = work_dir / "torch_extensions", tmp_path / "elsewhere"
+    for folder in (extensions / "a", extensions / "b", elsewhere):
+        folder.mkdir(parents=True)
+        (folder / "lock").touch()
+    (extensions / "linked").symlink_to(elsewhere)
+    env = {"TORCH_EXTENSIONS_DIR": str(extensions)}
+    with sole_run(work_dir, env) as alone:
+        assert alone
+        assert not (extensions / "a" / "lock").exists() and not (extensions / "b" / "lock").exists()
+        assert (elsewhere / "lock").exists()
+        (extensions / "a" / "lock").touch()  # this run's own build
+        with sole_run(work_dir, env) as second:  # another run of the candidate, meanwhile
+            assert not second
+        assert (extensions / "a" / "lock").exists()
+    with sole_run(work_dir, env) as alone:
+        assert alone and not (extensions / "a" / "lock").exists()
+
+
+def test_each_candidate_has_an_extension_folder_of_its_own_under_the_callers(tmp_path, monkeypatch):
+    # One folder for all: two candidates with an extension of one name built over each other.
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+    config = EvalConfig(device="cpu")
+    folders = [
+        worker_env(candidate_folder(tmp_path, source)[0], config)[0]["TORCH_EXTENSIONS_DIR"]
+        for source in ("a = 1\n", "b = 2\n")
+    ]
+    assert folders[0] != folders[1]
+    assert all(os.path.dirname(folder) == str(tmp_path / "extensions") for folder in folders)
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR")  # none named: the candidate's folder's
+    work_dir = candidate_folder(tmp_path, "a = 1\n")[0]
+    env = worker_env(work_dir, config)[0]
+    assert env["TORCH_EXTENSIONS_DIR"] == str(work_dir / "torch_extensions")
 
 
 def test_no_lane_in_a_sandbox_or_when_turned_off(monkeypatch):
