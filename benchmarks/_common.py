@@ -7,6 +7,7 @@ import gzip
 import json
 import logging
 import math
+import signal
 import statistics
 import sys
 import time
@@ -20,11 +21,13 @@ if str(ROOT) not in sys.path:
 
 
 def run_main(main, log: logging.Logger) -> None:
-    """Exit with ``main()``'s status; Ctrl-C or a slot's end (SIGINT) keeps the rows written
-    so far, which are the result, and exits 130; a GPU asked for on a machine without one is
-    one line and status 2."""
+    """Exit with ``main()``'s status; Ctrl-C or a slot's end (SIGINT, or the SIGTERM that
+    ``timeout`` sends: a background job of a script ignores SIGINT) keeps the rows written so
+    far, which are the result, and exits 130; a GPU asked for on a machine without one is one
+    line and status 2."""
     from autoprofiler.evaluate.runner import NoGPUError
 
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         sys.exit(main())
     except NoGPUError as exc:
@@ -33,6 +36,10 @@ def run_main(main, log: logging.Logger) -> None:
     except KeyboardInterrupt:
         log.warning("interrupted: the evaluation under way is lost, the rows written are kept")
         sys.exit(130)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def log_progress() -> None:

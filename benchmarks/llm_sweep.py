@@ -21,18 +21,18 @@ those verdicts anywhere with ``--evaluations``.
 
 Resumable: ``--resume-from`` imports an earlier ``--export`` first (its verdicts are reused,
 from the store, without judging again), one JSONL row per candidate is appended as it is
-judged, and the export is rewritten after every problem, so a run cut by its slot keeps what
-finished; ``--deadline-s`` stops between candidates. A candidate with a row whose verdict the
-store holds (a run killed before its export left rows without one) is not judged again (its
-verdict, made by an earlier evaluator version, stays in the export), except where
-``--rejudge TEXT`` names its failure (the rows of a verdict a fix changed) or, with
-``--rejudge-older``, where an older evaluator version made its verdict: the rebuild of the
-results pages after a new version, resumable the same way (a row judged again has a newer
-row, and the last row of a request wins). ``--shard I/N`` takes every N-th problem from the
-I-th (one process per GPU, each with its own store, rows and export; merge the exports with
-``benchmarks/merge_evaluations.py``). ``--dry-run``
-stops before judging: it checks that every request is rebuilt and every reply turns into a
-candidate (runs on a CPU).
+judged, and the export is rewritten after every problem and when the run ends or is interrupted
+(SIGINT or SIGTERM), so a run cut by its slot keeps what finished; ``--deadline-s`` stops between
+candidates. A candidate with a row whose verdict the store holds (a run killed before its
+export left rows without one) is not judged again (its verdict, made by an earlier evaluator
+version, stays in the export), except where ``--rejudge TEXT`` names its failure (the rows of a
+verdict a fix changed) or, with ``--rejudge-older``, where an older evaluator version made its
+verdict: the rebuild of the results pages after a new version, resumable the same way (a row
+judged again has a newer row, and the last row of a request wins). ``--shard I/N`` takes every
+N-th problem from the I-th (one process per GPU, each with its own store, rows and export;
+merge the exports with ``benchmarks/merge_evaluations.py``). ``--dry-run`` stops before
+judging: it checks that every request is rebuilt and every reply turns into a candidate (runs
+on a CPU).
 """
 
 from __future__ import annotations
@@ -270,22 +270,24 @@ def _sweep(
     stop_at = started + args.deadline_s if args.deadline_s is not None else None
     began = time.monotonic()
     pairs = [(problem, source) for source, (_, _, _, problem) in meta.items()]
-    for evaluated in evaluate_many(pairs, config, store=store, use_cache=not args.rejudge):
-        custom_id, name, candidate, problem = meta[evaluated.source]
-        result = evaluated.result
-        append_jsonl(args.rows, _row(problem, custom_id, name, candidate) | verdict_fields(
-            result, began))  # fmt: skip
-        log.info("%s %s: %s", problem.key, name, verdict_text(result))
-        left[problem.content_hash] -= 1
-        if not left[problem.content_hash] and args.export is not None:
+    try:
+        for evaluated in evaluate_many(pairs, config, store=store, use_cache=not args.rejudge):
+            custom_id, name, candidate, problem = meta[evaluated.source]
+            result = evaluated.result
+            append_jsonl(args.rows, _row(problem, custom_id, name, candidate) | verdict_fields(
+                result, began))  # fmt: skip
+            log.info("%s %s: %s", problem.key, name, verdict_text(result))
+            left[problem.content_hash] -= 1
+            if not left[problem.content_hash] and args.export is not None:
+                export_evaluations(store, args.export, latest_only=True)
+                log.info("%s done at %.0f s", problem.key, time.monotonic() - started)
+            began = time.monotonic()
+            if stop_at is not None and began > stop_at:
+                log.info("stopping at the deadline")
+                break
+    finally:  # interrupted too (a slot's end): the verdicts of an unfinished problem last
+        if args.export is not None:
             export_evaluations(store, args.export, latest_only=True)
-            log.info("%s done at %.0f s", problem.key, time.monotonic() - started)
-        began = time.monotonic()
-        if stop_at is not None and began > stop_at:
-            log.info("stopping at the deadline")
-            break
-    if args.export is not None:
-        export_evaluations(store, args.export, latest_only=True)
 
 
 def _rejudged(row: dict, findings: list[str], older: bool = False) -> bool:

@@ -103,7 +103,7 @@ sweep() {  # mode, rows seeds...: one sweep process per GPU, logs prefixed, all 
     # shellcheck disable=SC2086  # EXTRA: more arguments for the sweep, split on spaces
     CUDA_VISIBLE_DEVICES=$g TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-$g TRITON_CACHE_DIR=/tmp/triton-$g \
       TORCH_EXTENSIONS_DIR=/tmp/extensions-$g AUTOPROFILER_HOME=/tmp/home-$g \
-      timeout $((LIMIT_S + 45)) "${command[@]}" ${EXTRA:-} 2>&1 \
+      timeout -k 30 $((LIMIT_S + 45)) "${command[@]}" ${EXTRA:-} 2>&1 \
       | sed -u "s/^/[gpu$g] /" >> "$OUT/$name.log" &
   done
   wait

@@ -15,12 +15,12 @@ JSONL row per evaluation is appended as it finishes; a row whose verdict is not 
 (nor in an export resumed from: a run killed before its export) or was made by an older
 evaluator version does not count as done, so a rerun after a new version judges it again (the
 rebuild of the results pages). ``--export`` writes the store's evaluations (the newest of each)
-after every problem, and ``--resume-from`` loads such exports first: a sweep spread over
-device slots whose stores do not outlive them carries its verdicts on in the export.
-Several processes (one per GPU) share the work through ``--claims``: each problem is taken by
-the first process to create its claim file. ``--exclude`` drops transformations
-(``compile_max_autotune`` by default: minutes of autotuning per problem). Progress goes to
-stderr.
+after every problem and when the run ends or is interrupted, and ``--resume-from`` loads such
+exports first: a sweep spread over device slots whose stores do not outlive them carries its
+verdicts on in the export. Several processes (one per GPU) share the work through ``--claims``:
+each problem is taken by the first process to create its claim file. ``--exclude`` drops
+transformations (``compile_max_autotune`` by default: minutes of autotuning per problem).
+Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -144,17 +144,19 @@ def main(argv: list[str] | None = None) -> int:
         }
         log.info("%d problems, %d evaluations already done", len(problems), len(done))
         sweep = _Sweep(rewriter, context, config, store, rows, started, args.deadline_s)
-        for number, problem in enumerate(problems, 1):
-            if not _claim(claims, problem):
-                continue
-            judged, stopped = sweep.problem(problem, done, f"[{number}/{len(problems)}]")
-            if judged and args.export is not None:
+        try:
+            for number, problem in enumerate(problems, 1):
+                if not _claim(claims, problem):
+                    continue
+                judged, stopped = sweep.problem(problem, done, f"[{number}/{len(problems)}]")
+                if judged and args.export is not None:
+                    export_evaluations(store, args.export, latest_only=True)
+                if stopped:
+                    log.info("stopping before the deadline after %d problems", number - 1)
+                    break
+        finally:  # interrupted too: what was resumed from and judged, the next slot's
+            if args.export is not None:
                 export_evaluations(store, args.export, latest_only=True)
-            if stopped:
-                log.info("stopping before the deadline after %d problems", number - 1)
-                break
-        if args.export is not None:  # what was resumed from too: the next slot's to resume
-            export_evaluations(store, args.export, latest_only=True)
     log.info("done in %.0f s", time.monotonic() - started)
     return 0
 

@@ -11,8 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from autoprofiler.evaluate import EvalConfig, import_evaluations, replay_evaluation
+from autoprofiler.evaluate import (
+    EvalConfig,
+    EvalResult,
+    FailureKind,
+    import_evaluations,
+    replay_evaluation,
+)
 from autoprofiler.evaluate.config import EVALUATOR_VERSION
+from autoprofiler.evaluate.runner import store_evaluation
+from autoprofiler.execute.evaluation import Evaluated
+from autoprofiler.problem import source_hash
 from autoprofiler.store import Store
 
 from .conftest import ROOT, import_benchmark
@@ -64,6 +73,31 @@ def test_a_row_counts_as_judged_only_while_the_store_holds_its_verdict(tmp_path,
         with caplog.at_level(logging.INFO, logger="llm_sweep"):
             assert llm_sweep.main([*args, "--dry-run", "--resume-from", *resumed]) == 0
         assert f"{left} candidates to judge" in caplog.text
+
+
+def test_an_interrupted_sweep_exports_the_verdicts_of_its_unfinished_problem(tmp_path, monkeypatch):
+    """A slot's end (its SIGTERM is a KeyboardInterrupt in the sweep) comes in the middle of a
+    problem: the verdict the store holds is exported all the same, so the next slot resumes
+    it (on the H100 five such verdicts were lost). The judge here stores one made-up verdict,
+    as ``evaluate_many`` stores each, then is interrupted."""
+    judged = []
+
+    def one_then_interrupted(pairs, config, store, use_cache):
+        problem, source = pairs[0]
+        result = EvalResult(problem_hash=problem.content_hash, candidate_hash=source_hash(source))
+        result.failure_kind, result.failure_message = FailureKind.RUNTIME_ERROR, "made up"
+        store_evaluation(store, problem, source, config, result)
+        judged.append(result.candidate_hash)
+        yield Evaluated(problem, source, result)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(llm_sweep, "evaluate_many", one_then_interrupted)
+    export = tmp_path / "export.jsonl.gz"
+    with pytest.raises(KeyboardInterrupt):
+        llm_sweep.main([*_sweep_args(tmp_path), "--device", "cpu", "--export", str(export)])
+    with gzip.open(export, "rt") as lines:
+        exported = [r["candidate_hash"] for r in map(json.loads, lines) if "evaluation" in r]
+    assert exported == judged
 
 
 def test_requests_exported_with_other_recordings_are_not_rebuilt() -> None:

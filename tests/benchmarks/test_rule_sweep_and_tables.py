@@ -88,7 +88,10 @@ def test_a_sweep_asked_for_a_gpu_on_a_machine_without_one_is_one_line(tmp_path: 
     assert "asked for, but torch sees no CUDA GPU here" in swept.stderr.splitlines()[-1]
 
 
-def test_an_interrupted_sweep_ends_with_a_one_line_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C, `timeout`
+def test_an_interrupted_sweep_ends_with_a_one_line_warning_and_its_export(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
     problems = tmp_path / "problems"
     problems.mkdir()
     (problems / "softmax.py").write_text(
@@ -96,7 +99,7 @@ def test_an_interrupted_sweep_ends_with_a_one_line_warning(tmp_path: Path) -> No
     )
     command = [sys.executable, str(ROOT / "benchmarks" / "rule_sweep.py"), str(problems)]
     command += ["--device", "cpu", "--store", str(tmp_path / "s.sqlite")]
-    command += ["--rows", str(tmp_path / "rows.jsonl")]
+    command += ["--rows", str(tmp_path / "rows.jsonl"), "--export", str(tmp_path / "e.jsonl.gz")]
     # A shell that starts a job in the background has it ignore SIGINT, and Python keeps an
     # inherited SIG_IGN: give the sweep the default disposition, as a terminal would.
     sweep = subprocess.Popen(
@@ -111,10 +114,18 @@ def test_an_interrupted_sweep_ends_with_a_one_line_warning(tmp_path: Path) -> No
         if "evaluations already done" in line:
             break
     time.sleep(1.0)
-    sweep.send_signal(signal.SIGINT)
+    sweep.send_signal(stop)
     rest = sweep.stderr.read()
     assert sweep.wait(timeout=60) == 130
     assert "Traceback" not in rest and "interrupted" in rest
+    # Its one problem was not finished, and still the export was written, with every verdict
+    # the rows hold (before, the export came only after a finished problem).
+    rows = tmp_path / "rows.jsonl"
+    lines = rows.read_text().splitlines() if rows.exists() else []  # none judged yet
+    judged = {json.loads(line)["candidate_hash"] for line in lines}
+    with gzip.open(tmp_path / "e.jsonl.gz", "rt") as export:
+        exported = {r["candidate_hash"] for r in map(json.loads, export) if "evaluation" in r}
+    assert judged <= exported
 
 
 def test_rewriter_table_from_the_committed_h200_data(tmp_path: Path) -> None:
