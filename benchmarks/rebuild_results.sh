@@ -10,6 +10,12 @@
 #   KB=path/to/kernelbench/problems.jsonl OUT=dir bash benchmarks/rebuild_results.sh rules
 #   OUT=dir bash benchmarks/rebuild_results.sh llm
 #
+# Or both in one device command, one after the other within TOTAL_S seconds (default 540;
+# each step's LIMIT_S is what is left less 75 s, the most its timeout adds; a step with less
+# than 60 s of it is not started):
+#
+#   KB=... OUT=dir STEPS="rules llm" TOTAL_S=540 bash benchmarks/rebuild_results.sh slot
+#
 # rules: benchmarks/rule_sweep.py over the 64 problems of docs/results/rewriter.md, every
 #   transformation the rule rewriter can reach (compile_max_autotune too).
 # llm: benchmarks/llm_sweep.py --rejudge-older over the 240 recorded LLM replies.
@@ -48,7 +54,7 @@
 #   pages take (needed when several GPU models have one); every page script replays the
 #   verdicts of its card (--evaluated-device cuda:CARD). DRY_RUN=1 prints the steps instead.
 set -u
-mode=${1:?rules, llm, keep, pages or stamp}
+mode=${1:?rules, llm, slot, keep, pages or stamp}
 REBUILDS=docs/results/data/rebuild
 LIMIT_S=${LIMIT_S:-540}
 DATA=docs/results/data
@@ -258,6 +264,26 @@ $line" "$page"
   done
 }
 
+slot() {  # the STEPS (rules, llm), one after another within TOTAL_S seconds
+  local began left step
+  began=$(date +%s)
+  for step in ${STEPS-rules llm}; do
+    case "$step" in
+      rules | llm) ;;
+      *) echo "rebuild_results: unknown step $step in STEPS: rules or llm" >&2; return 2 ;;
+    esac
+  done
+  for step in ${STEPS-rules llm}; do
+    left=$(( ${TOTAL_S:-540} - ($(date +%s) - began) ))
+    if [ $((left - 75)) -lt 60 ]; then
+      echo "slot: $left s left, $step not started"
+      break
+    fi
+    echo "slot: $step with LIMIT_S=$((left - 75)) ($(date -u +%T))"
+    LIMIT_S=$((left - 75)) bash "$0" "$step" || return
+  done
+}
+
 keep() {  # slot folder: what a device command left in $OUT, into its GPU model's PREV
   local slot=$1 judged_on there kind kept=""
   judged_on=$(cat "$slot/card.txt" 2>/dev/null)
@@ -296,7 +322,8 @@ case "$mode" in
   rules) sweep rules "$PREV/rules_rows.jsonl" ;;
   llm) sweep llm $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl" ;;
   pages) pages ;;
+  slot) slot ;;
   keep) keep "${2:?the folder that came back from a device command}" ;;
   stamp) shift; stamp "$@" ;;
-  *) echo "unknown mode $mode: rules, llm, keep, pages or stamp" >&2; exit 2 ;;
+  *) echo "unknown mode $mode: rules, llm, slot, keep, pages or stamp" >&2; exit 2 ;;
 esac

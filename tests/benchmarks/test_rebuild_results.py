@@ -79,6 +79,23 @@ def test_the_llm_mode_would_judge_every_reply_an_older_evaluator_judged(tmp_path
     assert "Traceback" not in log
 
 
+def test_a_slot_runs_its_steps_within_its_seconds(tmp_path: Path) -> None:
+    steps = {"STEPS": "llm", "EXTRA": "--dry-run", "PREV": str(tmp_path / "none")}
+    ran, short = tmp_path / "ran", tmp_path / "short"
+    ran.mkdir(), short.mkdir()
+    done = _rebuild("slot", **steps, TOTAL_S="400", OUT=str(ran))
+    assert done.returncode == 0, done.stderr
+    assert "slot: llm with LIMIT_S=32" in done.stdout  # 400 s less the 75 its timeout may add
+    assert "resumed 240 evaluations" in (ran / "llm.log").read_text()
+    # too few seconds left for a step: it is not started
+    done = _rebuild("slot", **steps, TOTAL_S="100", OUT=str(short))
+    assert done.returncode == 0, done.stderr
+    assert "llm not started" in done.stdout and not (short / "llm.log").exists()
+    wrong = _rebuild("slot", STEPS="rules pages", OUT=str(short))
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+    assert "unknown step pages" in wrong.stderr
+
+
 def test_a_slot_on_another_gpu_model_than_the_earlier_slots_is_refused(tmp_path: Path) -> None:
     earlier, out = tmp_path / "earlier", tmp_path / "out"
     earlier.mkdir(), out.mkdir()
