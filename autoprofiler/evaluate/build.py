@@ -206,7 +206,7 @@ class BuildLane:
         with self._lock, open(log_path, "wb") as log_file:
             if self._closed or key in self._overtaken:
                 return
-            self._running[key] = subprocess.Popen(
+            process = subprocess.Popen(
                 supervised_command(command),
                 cwd=log_path.parent,
                 stdin=subprocess.PIPE,  # closed by stop_process; a build run reads nothing
@@ -215,7 +215,7 @@ class BuildLane:
                 env=env,
                 start_new_session=True,
             )
-        process = self._running[key]
+            self._running[key] = process
         try:
             process.wait(timeout=self.config.compile_timeout_s)
         except subprocess.TimeoutExpired:

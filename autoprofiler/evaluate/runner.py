@@ -600,8 +600,8 @@ def worker_env(work_dir: Path, config: EvalConfig) -> tuple[dict[str, str], list
         shared = {"TORCHINDUCTOR_CACHE_DIR": _shared_inductor_cache()}
         for variable, folder in WORK_FOLDERS.items():
             env.setdefault(variable, shared.get(variable) or str(work_dir / folder))
-        if env[EXTENSIONS] != str(work_dir / WORK_FOLDERS[EXTENSIONS]):  # the user's folder
-            env[EXTENSIONS] = str(Path(env[EXTENSIONS]) / work_dir.name)
+        if os.environ.get(EXTENSIONS):  # the user's folder: the candidate's own inside it
+            env[EXTENSIONS] = str(Path(os.environ[EXTENSIONS]) / work_dir.name)
         env.update({variable: str(work_dir / f) for variable, f in TEMPORARY_FOLDER.items()})
         bytecode_cache(env)
     folders = [env[v] for v in SANDBOX_FOLDERS]

@@ -126,9 +126,8 @@ def _evaluate_here(
     candidates built in the build lane meanwhile. A candidate with an extension waits for its
     own build run (at most the compile limit, then that run is stopped: the timed run builds
     itself, and the two must not build in one folder at once); one with Triton kernels only
-    does not: when
-    its build run is not over, the timed run compiles them itself (on the H200 a first
-    candidate that waited took 7 s more, docs/results/evaluator_throughput.md)."""
+    does not: when its build run is not over, the timed run compiles them itself (on the H200
+    a first candidate that waited took 7 s more, docs/results/evaluator_throughput.md)."""
     judge = evaluate_compiled_reference if compiled_reference else evaluate
     lane = None if replay or compiled_reference else lane_for(config)
     if lane is not None:
