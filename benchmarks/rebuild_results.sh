@@ -45,14 +45,19 @@
 #   KB=path/to/kernelbench/problems.jsonl bash benchmarks/rebuild_results.sh pages
 #
 # pages: merges the exports into the committed data files (the new verdict of a candidate
-#   wins) and remakes rewriter.md, learning.md, llm_rewriter.md (both tables),
-#   reproduction.md's fixed-configuration study and the two HTML reports, each page (HTML too,
-#   through report --note) stamped under its title with the evaluator version and card that
-#   judged it again (the stamp mode alone, markdown pages: bash benchmarks/rebuild_results.sh
-#   stamp PAGE...). The LLM-proposer study of reproduction.md is not remade: its recorded
-#   proposer replies answered prompts that quote the old scores. PREV names the rebuild the
-#   pages take (needed when several GPU models have one); every page script replays the
-#   verdicts of its card (--evaluated-device cuda:CARD). DRY_RUN=1 prints the steps instead.
+#   wins), remakes the transfer table of reproduction.md (another card than the H200's), then
+#   the pages of each part in PARTS (default "rules llm"; a part is remade once its own
+#   verdicts are all this evaluator's, so the rule pages need not wait for the LLM ones):
+#   rules: rewriter.md, learning.md and the rule bench's reproduction.html;
+#   llm: llm_rewriter.md (both tables), reproduction.md's fixed-configuration study and
+#   llm_reproduction.html.
+#   Each page (HTML too, through report --note) is stamped under its title with the evaluator
+#   version and card that judged it again (reproduction.md with the llm part; the stamp mode
+#   alone, markdown pages: bash benchmarks/rebuild_results.sh stamp PAGE...). The
+#   LLM-proposer study of reproduction.md is not remade: its recorded proposer replies
+#   answered prompts that quote the old scores. PREV names the rebuild the pages take (needed
+#   when several GPU models have one); every page script replays the verdicts of its card
+#   (--evaluated-device cuda:CARD). DRY_RUN=1 prints the steps instead.
 set -u
 mode=${1:?rules, llm, slot, keep, pages or stamp}
 REBUILDS=docs/results/data/rebuild
@@ -151,20 +156,29 @@ def verdicts(path):  # (problem hash, candidate hash, evaluator version) of each
                 yield row["problem_hash"], row["candidate_hash"], version
 slots = [path for path in sys.argv[2:] if os.path.exists(path)]  # a glob that matched none
 done = {(p, c) for path in slots for p, c, v in verdicts(path) if v == EVALUATOR_VERSION}
-print(sum((p, c) not in done for p, c, _ in verdicts(sys.argv[1])) if slots else "all")
+behind = {(p, c) for p, c, _ in verdicts(sys.argv[1])}  # a merged rebuild's verdicts are beside
+print(len(behind - done) if slots else "all")  # the first ones: each candidate counts once
 EOF
 }
 
-pages() {
-  local rules llm
+pages() {  # the parts' page scripts see its locals (judged, recordings, evaluations, html_note)
+  local rules llm part card exports judged recordings evaluations html_note
+  for part in ${PARTS-rules llm}; do
+    case "$part" in
+      rules | llm) ;;
+      *) echo "rebuild_results: unknown part $part in PARTS: rules or llm" >&2; return 2 ;;
+    esac
+  done
   rules=$(left_to_judge $DATA/kernelbench_h200_evaluations.jsonl.gz "$PREV"/rules-*.jsonl.gz)
   llm=$(left_to_judge $DATA/llm_evaluations.jsonl.gz "$PREV"/llm-*.jsonl.gz)
   echo "verdicts left to judge again: rules $rules, llm $llm"
-  if [ "$rules $llm" != "0 0" ] && [ "${FORCE:-0}" != 1 ]; then
-    echo "not every verdict is this evaluator's yet: run the device modes again (or FORCE=1)"
-    return 1
-  fi
-  local card
+  for part in ${PARTS-rules llm}; do
+    if [ "${!part}" != 0 ] && [ "${FORCE:-0}" != 1 ]; then
+      echo "not every $part verdict is this evaluator's yet: run the device modes again" \
+        "(or FORCE=1)"
+      return 1
+    fi
+  done
   card=$(cat "$PREV/card.txt" 2>/dev/null)
   if [ -z "$card" ]; then
     echo "rebuild_results: $PREV holds no card.txt: no slot says which GPU judged it" >&2
@@ -172,50 +186,71 @@ pages() {
   fi
   # The profiles stay the H200's recordings; the verdicts replayed are those of PREV's card
   # (the H200's first verdicts stay in the data files beside them, under their own label).
-  local judged=(--evaluated-device "cuda:$card")
+  judged=(--evaluated-device "cuda:$card")
+  recordings=(--recordings $DATA/kernelbench_h200.jsonl.gz)
+  evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
   set -e
-  local merged='$SCRATCH.jsonl.gz'  # a dry run makes no file
-  [ "${DRY_RUN:-0}" = 1 ] || merged=$(mktemp --suffix=.jsonl.gz)
-  run python3 benchmarks/merge_evaluations.py $DATA/kernelbench_h200_evaluations.jsonl.gz \
-    "$PREV"/rules-*.jsonl.gz --out "$merged"
-  run mv "$merged" $DATA/kernelbench_h200_evaluations.jsonl.gz
-  run python3 benchmarks/merge_evaluations.py $DATA/llm_evaluations.jsonl.gz \
-    "$PREV"/llm-*.jsonl.gz --out "$merged"
-  run mv "$merged" $DATA/llm_evaluations.jsonl.gz
-  run gzip_into $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl"
+  html_note=$(stamp_line | tr -d '`')
+  for part in ${PARTS-rules llm}; do
+    "merge_$part"
+  done
   if [ "$card" != "NVIDIA H200" ]; then  # the first verdicts were the H200's: what carried over
+    mapfile -t exports < <(ls "$PREV"/rules-*.jsonl.gz "$PREV"/llm-*.jsonl.gz 2>/dev/null)
     run python3 benchmarks/transfer_table.py $DATA/kernelbench_h200_evaluations.jsonl.gz \
-      $DATA/llm_evaluations.jsonl.gz --from "cuda:NVIDIA H200" --to "cuda:$card" \
-      --markdown docs/results/reproduction.md
+      $DATA/llm_evaluations.jsonl.gz "${exports[@]}" --from "cuda:NVIDIA H200" \
+      --to "cuda:$card" --markdown docs/results/reproduction.md
   fi
-  local recordings=(--recordings $DATA/kernelbench_h200.jsonl.gz)
-  local evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
+  for part in ${PARTS-rules llm}; do
+    "${part}_pages"
+  done
+}
+
+merge_rules() {  # PREV's rule exports into the rule pages' data file
+  merge $DATA/kernelbench_h200_evaluations.jsonl.gz "$PREV"/rules-*.jsonl.gz
+}
+
+merge_llm() {  # PREV's LLM exports and rows into the LLM pages' data files
+  merge $DATA/llm_evaluations.jsonl.gz "$PREV"/llm-*.jsonl.gz
+  run gzip_into $DATA/llm_sweep_rows.jsonl.gz "$PREV/llm_rows.jsonl"
+}
+
+merge() {  # data file, exports...: the exports merged into the data file (newest wins)
+  local data=$1 merged='$SCRATCH.jsonl.gz'  # a dry run makes no file
+  shift
+  [ "${DRY_RUN:-0}" = 1 ] || merged=$(mktemp --suffix=.jsonl.gz)
+  run python3 benchmarks/merge_evaluations.py "$data" "$@" --out "$merged"
+  run mv "$merged" "$data"
+}
+
+rules_pages() {  # rewriter.md, learning.md, the rule bench's reproduction.html
   local table=(python benchmarks/rewriter_table.py "${recordings[@]}" "${evaluations[@]}"
     --markdown docs/results/rewriter.md --compare compile_max_autotune "${judged[@]}")
   run "${table[@]}" --command "${table[*]}"
   run python3 benchmarks/learning_table.py "${recordings[@]}" "${evaluations[@]}" \
     --starts none SpeedOfLight basic --budget 30 --train 0.67 --rewriter rules \
     --markdown docs/results/learning.md "${judged[@]}"
+  run rm -rf runs/h200-bench.sqlite
+  run python3 -m autoprofiler bench --store runs/h200-bench.sqlite --name h200-rules --replay \
+    "${recordings[@]}" "${evaluations[@]}" --train 0.67 --budgets 5,17,inf --rewriter rules \
+    --cost-weights 0,0.01,0.05 --proposer search --iterations 30 --patience 10 --device cuda \
+    "${judged[@]}" -o $DATA/reproduction_h200.json
+  run python3 -m autoprofiler report runs/h200-bench.sqlite -o docs/results/reproduction.html \
+    --figures docs/results/reproduction --note "$html_note"
+  run stamp docs/results/rewriter.md docs/results/learning.md
+}
+
+llm_pages() {  # llm_rewriter.md, reproduction.md's fixed-configuration study and its HTML
   run python3 benchmarks/llm_table.py --rows $DATA/llm_sweep_rows.jsonl.gz \
     --requests $DATA/llm_requests.jsonl.gz --replies $DATA/llm_replies.jsonl.gz \
     --markdown docs/results/llm_rewriter.md
   run python3 benchmarks/keep_best.py "${KB:?KernelBench problems.jsonl}" \
     --markdown docs/results/llm_rewriter.md "${judged[@]}"
-  run rm -rf runs/llm-learning runs/h200-bench.sqlite
+  run rm -rf runs/llm-learning
   run python3 benchmarks/llm_learning.py --work runs/llm-learning \
     --markdown docs/results/reproduction.md --rows $DATA/llm_learning.json "${judged[@]}"
-  local html_note
-  html_note=$(stamp_line | tr -d '`')
   run python3 -m autoprofiler report runs/llm-learning/store.sqlite \
     -o docs/results/llm_reproduction.html --note "$html_note"
-  run python3 -m autoprofiler bench --store runs/h200-bench.sqlite --name h200-rules --replay \
-    "${recordings[@]}" "${evaluations[@]}" --train 0.67 --budgets 5,17,inf --rewriter rules \
-    --proposer search --iterations 30 --patience 10 --device cuda "${judged[@]}" \
-    -o $DATA/reproduction_h200.json
-  run python3 -m autoprofiler report runs/h200-bench.sqlite -o docs/results/reproduction.html \
-    --figures docs/results/reproduction --note "$html_note"
-  run stamp docs/results/rewriter.md docs/results/learning.md docs/results/llm_rewriter.md \
-    docs/results/reproduction.md
+  run stamp docs/results/llm_rewriter.md docs/results/reproduction.md
 }
 
 gzip_into() {  # file, source: the source compressed into the file

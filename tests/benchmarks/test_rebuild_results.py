@@ -3,6 +3,7 @@ earlier slot left, and the pages are remade only once every verdict is this eval
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -220,3 +221,43 @@ def test_a_remade_page_says_under_its_title_which_evaluator_judged_its_verdicts_
     assert len(stamps) == 1
     assert f"evaluator v{EVALUATOR_VERSION} on the NVIDIA H200" in stamps[0]
     assert str(prev) in stamps[0]
+
+
+def test_the_rule_pages_are_remade_once_their_own_verdicts_are_in(tmp_path: Path) -> None:
+    from autoprofiler.evaluate.config import EVALUATOR_VERSION
+
+    data = ROOT / "docs" / "results" / "data" / "kernelbench_h200_evaluations.jsonl.gz"
+    with gzip.open(data, "rt") as lines, gzip.open(tmp_path / "rules-0.jsonl.gz", "wt") as out:
+        for row in map(json.loads, lines):  # every rule verdict behind the pages, judged again
+            if "evaluation" in row:
+                row["result"]["evaluator_version"] = EVALUATOR_VERSION
+            out.write(json.dumps(row) + "\n")
+    (tmp_path / "card.txt").write_text("NVIDIA Imaginary GPU\n")
+    env = {"PREV": str(tmp_path), "KB": str(tmp_path), "DRY_RUN": "1"}
+
+    rules = _rebuild("pages", **env, PARTS="rules")
+    assert rules.returncode == 0, rules.stderr
+    assert "verdicts left to judge again: rules 0, llm all" in rules.stdout
+    for step in ("rewriter_table.py", "learning_table.py", "autoprofiler bench"):
+        assert step in rules.stdout
+    # no LLM page, nor the LLM data files (merged with the llm part only)
+    for step in ("llm_table.py", "keep_best.py", "llm_learning.py", "llm_sweep_rows"):
+        assert step not in rules.stdout
+    stamps = [line for line in rules.stdout.splitlines() if line.startswith("stamp ")]
+    assert stamps == ["stamp docs/results/rewriter.md docs/results/learning.md"]
+    # the bench learns a tree per cost weight as the committed one did (its Pareto front)
+    committed = json.loads(
+        (ROOT / "docs" / "results" / "data" / "reproduction_h200.json").read_text()
+    )
+    weights = sorted({budget["cost_weight"] for budget in committed["budgets"]})
+    (bench,) = [line for line in rules.stdout.splitlines() if "autoprofiler bench " in line]
+    given = bench.split("--cost-weights ", 1)[1].split()[0].replace("\\,", ",")
+    assert sorted(map(float, given.split(","))) == weights and len(weights) > 1
+
+    for parts in ("rules llm", "llm"):  # the LLM pages wait for their own verdicts
+        waiting = _rebuild("pages", **env, PARTS=parts)
+        assert waiting.returncode == 1
+        assert "not every llm verdict is this evaluator's yet" in waiting.stdout
+    wrong = _rebuild("pages", **env, PARTS="rules pages")
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+    assert "unknown part pages" in wrong.stderr
