@@ -42,6 +42,7 @@ def _optimize(problems: Path, folder: Path, *extra: str) -> tuple[dict, str]:
         "optimize", str(problems), "--replay", "--recordings", str(RECORDINGS),
         "--rewriter", "llm", "--llm", "recorded:anthropic:claude", "--tree", "SpeedOfLight",
         "--device", "cuda", "--profile-device", "H200", "--store", str(folder / "s.sqlite"),
+        "--evaluated-device", "cuda:NVIDIA H200",  # the first verdicts, beside the rebuild's
         "--candidates-dir", str(folder / "written"), "--json", "-o", str(out), *extra,
     ]  # fmt: skip
     for path in EVALUATIONS:

@@ -189,5 +189,9 @@ def test_learned_trees_alike_share_one_heatmap_column() -> None:
     bench = reproduction()
     data = heatmap_data(bench)
     assert len(bench.fixed) == 7 and len(bench.budgets) == 9
-    assert data.labels == [*(c.name for c in bench.fixed), "learned @ 5 s (+8 alike)"]
-    assert len(data.problems) == 21 and all(len(row) == 8 for row in data.speedups)
+    assert data.labels == [
+        *(c.name for c in bench.fixed),
+        "learned @ 5 s (+5 alike)",  # static, under every budget of cost weight 0 and 0.01
+        "learned @ 5 s, cost weight 0.05 (+2 alike)",  # nothing
+    ]
+    assert len(data.problems) == 21 and all(len(row) == 9 for row in data.speedups)
