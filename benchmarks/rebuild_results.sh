@@ -163,16 +163,13 @@ EOF
 
 pages() {  # the parts' page scripts see its locals (judged, recordings, evaluations, html_note)
   local rules llm part card exports judged recordings evaluations html_note
-  for part in ${PARTS-rules llm}; do
-    case "$part" in
-      rules | llm) ;;
-      *) echo "rebuild_results: unknown part $part in PARTS: rules or llm" >&2; return 2 ;;
-    esac
-  done
+  # shellcheck disable=SC2206  # PARTS: the parts, split on spaces
+  local parts=(${PARTS-rules llm})
+  rules_or_llm part PARTS "${parts[@]}" || return
   rules=$(left_to_judge $DATA/kernelbench_h200_evaluations.jsonl.gz "$PREV"/rules-*.jsonl.gz)
   llm=$(left_to_judge $DATA/llm_evaluations.jsonl.gz "$PREV"/llm-*.jsonl.gz)
   echo "verdicts left to judge again: rules $rules, llm $llm"
-  for part in ${PARTS-rules llm}; do
+  for part in "${parts[@]}"; do
     if [ "${!part}" != 0 ] && [ "${FORCE:-0}" != 1 ]; then
       echo "not every $part verdict is this evaluator's yet: run the device modes again" \
         "(or FORCE=1)"
@@ -191,7 +188,7 @@ pages() {  # the parts' page scripts see its locals (judged, recordings, evaluat
   evaluations=(--evaluations $DATA/kernelbench_h200_evaluations.jsonl.gz)
   set -e
   html_note=$(stamp_line | tr -d '`')
-  for part in ${PARTS-rules llm}; do
+  for part in "${parts[@]}"; do
     "merge_$part"
   done
   if [ "$card" != "NVIDIA H200" ]; then  # the first verdicts were the H200's: what carried over
@@ -200,7 +197,7 @@ pages() {  # the parts' page scripts see its locals (judged, recordings, evaluat
       $DATA/llm_evaluations.jsonl.gz "${exports[@]}" --from "cuda:NVIDIA H200" \
       --to "cuda:$card" --markdown docs/results/reproduction.md
   fi
-  for part in ${PARTS-rules llm}; do
+  for part in "${parts[@]}"; do
     "${part}_pages"
   done
 }
@@ -299,16 +296,24 @@ $line" "$page"
   done
 }
 
+rules_or_llm() {  # what each is, the variable they came from, the values: each rules or llm
+  local what=$1 variable=$2 value
+  shift 2
+  for value in "$@"; do
+    case "$value" in
+      rules | llm) ;;
+      *) echo "rebuild_results: unknown $what $value in $variable: rules or llm" >&2; return 2 ;;
+    esac
+  done
+}
+
 slot() {  # the STEPS (rules, llm), one after another within TOTAL_S seconds
   local began left step
   began=$(date +%s)
-  for step in ${STEPS-rules llm}; do
-    case "$step" in
-      rules | llm) ;;
-      *) echo "rebuild_results: unknown step $step in STEPS: rules or llm" >&2; return 2 ;;
-    esac
-  done
-  for step in ${STEPS-rules llm}; do
+  # shellcheck disable=SC2206  # STEPS: the steps, split on spaces
+  local steps=(${STEPS-rules llm})
+  rules_or_llm step STEPS "${steps[@]}" || return
+  for step in "${steps[@]}"; do
     left=$(( ${TOTAL_S:-540} - ($(date +%s) - began) ))
     if [ $((left - 75)) -lt 60 ]; then
       echo "slot: $left s left, $step not started"
